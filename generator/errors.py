@@ -1,0 +1,40 @@
+"""Every failure the generator can report, as a typed exception.
+
+The CLI maps these classes to exit codes (and nothing else does): code that raises does not
+need to know how the process ends, and tests can assert on the type.
+"""
+
+from __future__ import annotations
+
+
+class PatchgenError(Exception):
+    """Base: ``str(err)`` is the one line shown to the user; it names the problem and the fix."""
+
+    def __init__(self, message: str, *, detail: str = "") -> None:
+        super().__init__(message)
+        # Extra lines (upstream context, a diff) printed after the one-line message.
+        self.detail = detail
+
+
+class UsageError(PatchgenError):
+    """Bad input from the user: a malformed pin file, an invalid tag string, a missing file."""
+
+
+class SourceUnavailable(PatchgenError):
+    """Upstream cannot be read: tag not found, offline, hash mismatch, wrong installed version."""
+
+
+class DeltaDoesNotApply(PatchgenError):
+    """A delta's anchor matched zero times or more than once in upstream ``schedule()``."""
+
+
+class UpstreamShapeError(PatchgenError):
+    """Upstream no longer has the structure the generator relies on (class, method, import)."""
+
+
+class DriftFound(PatchgenError):
+    """The committed generated module differs from a fresh regeneration."""
+
+
+class VerificationFailed(PatchgenError):
+    """The independent inverse check disagrees with upstream."""

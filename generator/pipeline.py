@@ -1,0 +1,20 @@
+"""The pure core: upstream file in, generated module text out. No I/O, no clock, no paths."""
+
+from __future__ import annotations
+
+from generator import deltas, extract, imports, render
+from generator.sources.base import UpstreamFile
+
+
+def generate(upstream: UpstreamFile) -> str:
+    text = upstream.text
+    module = extract.parse(text, upstream.tag)
+    found = extract.extract(module, upstream.tag)
+    patched = deltas.apply_all(found.method, deltas.DeltaContext(upstream.tag, module))
+    class_src = render.class_code(module, patched)
+    names = imports.free_names(class_src) - {render.BASE_NAME}
+    block = imports.resolve(names, imports.module_bindings(text), tag=upstream.tag)
+    block.future = imports.future_imports(text)
+    return render.render_module(
+        tag=upstream.tag, sha256=upstream.sha256, upstream_text=text, class_src=class_src, imports=block
+    )

@@ -1,0 +1,75 @@
+"""Turn the patched method into the generated module's text (libcst for the class, jinja2 around it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+import libcst as cst
+
+from generator.deltas import DELTAS
+from generator.imports import ImportBlock
+from generator.sources.base import UPSTREAM_PATH
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+TEMPLATE_NAME = "balance_scheduler.py.j2"
+CLASS_NAME = "BalanceScheduler"
+BASE_MODULE = "vllm_ascend.core.balance_scheduler_base"
+BASE_NAME = "BalanceSchedulerBase"
+DOCSTRING = '"""vLLM\'s Scheduler with balance scheduling: upstream ``schedule()`` plus the balance deltas."""'
+
+
+def class_code(module: cst.Module, patched: cst.FunctionDef) -> str:
+    """The generated class, rendered by libcst so the method keeps upstream's bytes and indentation."""
+    method = patched.with_changes(leading_lines=_without_leading_blanks(patched.leading_lines))
+    cls = cst.ClassDef(
+        name=cst.Name(CLASS_NAME),
+        bases=[cst.Arg(cst.Name(BASE_NAME))],
+        body=cst.IndentedBlock(
+            body=[
+                cst.SimpleStatementLine(body=[cst.Expr(cst.SimpleString(DOCSTRING))]),
+                method.with_changes(leading_lines=[cst.EmptyLine(indent=False), *method.leading_lines]),
+            ]
+        ),
+    )
+    return module.code_for_node(cls)
+
+
+def _without_leading_blanks(lines: list[cst.EmptyLine] | tuple[cst.EmptyLine, ...]) -> list[cst.EmptyLine]:
+    lines = list(lines)
+    while lines and lines[0].comment is None:
+        lines.pop(0)
+    return lines
+
+
+def license_lines(upstream_text: str) -> list[str]:
+    """Upstream's SPDX header: the copied body stays under upstream's license."""
+    lines = []
+    for line in upstream_text.splitlines():
+        if not line.startswith("#"):
+            break
+        if line.startswith("# SPDX-"):
+            lines.append(line)
+    return lines
+
+
+def render_module(*, tag: str, sha256: str, upstream_text: str, class_src: str, imports: ImportBlock) -> str:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+    )
+    return env.get_template(TEMPLATE_NAME).render(
+        tag=tag,
+        sha256=sha256,
+        upstream_path=UPSTREAM_PATH,
+        class_name=CLASS_NAME,
+        deltas=DELTAS,
+        license_lines=license_lines(upstream_text),
+        imports=imports,
+        base_import=f"from {BASE_MODULE} import {BASE_NAME}",
+        class_code=class_src.rstrip("\n"),
+    )

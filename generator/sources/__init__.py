@@ -1,0 +1,1 @@
+"""Where upstream ``scheduler.py`` comes from. Every backend returns the same ``UpstreamFile``."""

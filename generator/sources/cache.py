@@ -1,0 +1,47 @@
+"""On-disk cache of verified upstream files, under the user's cache directory.
+
+A file enters the cache only after its source verified it; a sidecar holds its sha256 so that a
+corrupted or hand-edited cache entry is detected on read and dropped, never used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from generator.atomic import write_bytes_atomic
+
+
+def cache_root() -> Path:
+    if explicit := os.environ.get("BALANCE_PATCHGEN_CACHE"):
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "balance-patchgen"
+
+
+def _entry(tag: str) -> Path:
+    return cache_root() / "upstream" / tag / "scheduler.py"
+
+
+def load(tag: str) -> bytes | None:
+    path = _entry(tag)
+    sidecar = path.with_suffix(".py.sha256")
+    try:
+        data = path.read_bytes()
+        expected = sidecar.read_text().strip()
+    except OSError:
+        return None
+    if hashlib.sha256(data).hexdigest() != expected:
+        path.unlink(missing_ok=True)
+        sidecar.unlink(missing_ok=True)
+        return None
+    return data
+
+
+def store(tag: str, data: bytes) -> None:
+    path = _entry(tag)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Data first, sidecar last: a crash in between leaves an entry that load() rejects.
+    write_bytes_atomic(path, data)
+    write_bytes_atomic(path.with_suffix(".py.sha256"), hashlib.sha256(data).hexdigest().encode() + b"\n")

@@ -1,0 +1,156 @@
+"""The package index pip is configured to use, and HTTP reads from it.
+
+The index is never named in this code: it comes from pip's own configuration (``PIP_INDEX_URL``,
+pip.conf), falling back to pip's built-in default exactly as ``pip install`` would.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from generator.errors import SourceUnavailable
+
+_TIMEOUT_S = 60
+_JSON_SIMPLE = "application/vnd.pypi.simple.v1+json"
+
+
+def configured_index_url() -> str:
+    try:
+        from pip._internal.configuration import Configuration
+        from pip._internal.models.index import PyPI
+    except ImportError:
+        raise SourceUnavailable(
+            "pip is not importable, so the configured package index is unknown: install pip"
+        ) from None
+    config = Configuration(isolated=False)
+    config.load()
+    values = dict(config.items())
+    # Same precedence as pip: environment over the download/global sections of its files.
+    for key in (":env:.index-url", "download.index-url", "global.index-url"):
+        if values.get(key):
+            return str(values[key]).split()[0]
+    return PyPI.simple_url
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    filename: str
+    url: str
+    sha256: str | None
+    size: int | None
+
+
+def list_files(project: str, index_url: str | None = None) -> list[IndexFile]:
+    index = (index_url or configured_index_url()).rstrip("/")
+    payload = _get_json(f"{index}/{project}/")
+    files = []
+    for item in payload.get("files", []):
+        if item.get("yanked"):
+            continue
+        files.append(
+            IndexFile(
+                filename=item["filename"],
+                url=urllib.parse.urljoin(f"{index}/{project}/", item["url"]),
+                sha256=(item.get("hashes") or {}).get("sha256"),
+                size=item.get("size"),
+            )
+        )
+    return files
+
+
+def _get_json(url: str) -> dict[str, Any]:
+    request = urllib.request.Request(url, headers={"Accept": _JSON_SIMPLE})
+    try:
+        with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
+            return json.load(response)
+    except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
+        raise SourceUnavailable(
+            f"cannot read the package index at {url} ({_reason(exc)}): "
+            "check the network or pip's index-url, or use --source git/installed"
+        ) from None
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, urllib.error.HTTPError):
+        return f"HTTP {exc.code}"
+    if isinstance(exc, urllib.error.URLError):
+        return str(exc.reason)
+    return str(exc) or type(exc).__name__
+
+
+class RangeReader:
+    """A read-only, seekable file over HTTP range requests, for ``zipfile``.
+
+    A wheel's directory sits at its end, so reading one member costs the directory plus that
+    member, not the whole (hundreds of MB) artifact. Fetched spans are cached; ``downloaded``
+    counts body bytes received, for the benchmark.
+    """
+
+    _MIN_FETCH = 64 * 1024
+
+    def __init__(self, url: str, size: int | None = None) -> None:
+        self.url = url
+        self.downloaded = 0
+        self._pos = 0
+        self._spans: list[tuple[int, bytes]] = []
+        self._size = size if size is not None else self._probe_size()
+
+    def _probe_size(self) -> int:
+        _body, total = self._fetch_range(-1)
+        return total
+
+    def _fetch_range(self, start: int, end: int | None = None) -> tuple[bytes, int]:
+        spec = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
+        if start < 0:
+            spec = f"bytes={start}"
+        request = urllib.request.Request(self.url, headers={"Range": spec})
+        try:
+            with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
+                if response.status != 206:
+                    raise SourceUnavailable(
+                        f"the index file host ignored a range request for {self.url}: "
+                        "use --source installed or --source git"
+                    )
+                body = response.read()
+                total = int(response.headers["Content-Range"].rsplit("/", 1)[1])
+        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            raise SourceUnavailable(
+                f"cannot read {self.url} ({_reason(exc)}): check the network, or use --source git/installed"
+            ) from None
+        self.downloaded += len(body)
+        return body, total
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self._pos, 2: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def read(self, n: int = -1) -> bytes:
+        end = self._size if n is None or n < 0 else min(self._size, self._pos + n)
+        if end <= self._pos:
+            return b""
+        data = self._cached(self._pos, end)
+        if data is None:
+            start = max(0, min(self._pos, end - self._MIN_FETCH))
+            body, _ = self._fetch_range(start, end)
+            self._spans.append((start, body))
+            data = body[self._pos - start : end - start]
+        self._pos = end
+        return data
+
+    def _cached(self, start: int, end: int) -> bytes | None:
+        for span_start, body in self._spans:
+            if span_start <= start and end <= span_start + len(body):
+                return body[start - span_start : end - span_start]
+        return None

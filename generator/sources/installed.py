@@ -1,0 +1,54 @@
+"""The installed ``vllm`` distribution, trusted only when it is the pinned version and unedited."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from importlib import metadata
+
+from generator.errors import SourceUnavailable
+from generator.pin import version_of
+from generator.sources.base import UPSTREAM_PATH, UpstreamFile
+
+
+def installed_version() -> str | None:
+    try:
+        return metadata.version("vllm")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def matches(tag: str) -> bool:
+    return installed_version() == version_of(tag)
+
+
+def fetch(tag: str) -> UpstreamFile:
+    wanted = version_of(tag)
+    try:
+        dist = metadata.distribution("vllm")
+    except metadata.PackageNotFoundError:
+        raise SourceUnavailable(
+            f"vLLM is not installed, so --source installed cannot read {tag}: "
+            "install vllm=={wanted} or use --source release"
+        ) from None
+    if dist.version != wanted:
+        raise SourceUnavailable(
+            f"installed vLLM is {dist.version}, not {wanted} as {tag} needs: "
+            f"install vllm=={wanted} or use --source release"
+        )
+    record = {str(f): f for f in dist.files or ()}
+    entry = record.get(UPSTREAM_PATH)
+    if entry is None or entry.hash is None or entry.hash.mode != "sha256":
+        raise SourceUnavailable(
+            f"installed vLLM {wanted} has no sha256 for {UPSTREAM_PATH} in its RECORD: "
+            "reinstall it from the package index or use --source release"
+        )
+    data = entry.locate().read_bytes()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    if digest != entry.hash.value:
+        # A locally edited site-packages must never become "upstream".
+        raise SourceUnavailable(
+            f"installed {UPSTREAM_PATH} does not match its RECORD hash (edited locally?): "
+            f"reinstall vllm=={wanted} or use --source release"
+        )
+    return UpstreamFile(tag=tag, data=data, origin="installed")

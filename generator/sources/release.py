@@ -1,0 +1,59 @@
+"""The released vLLM artifact of the pinned version, read member-wise from the package index."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import zipfile
+
+from generator.errors import SourceUnavailable
+from generator.pin import version_of
+from generator.sources import index
+from generator.sources.base import UPSTREAM_PATH, Progress, UpstreamFile, no_progress
+
+
+def choose_wheel(files: list[index.IndexFile], version: str) -> index.IndexFile:
+    prefix = f"vllm-{version}-"
+    wheels = sorted(
+        (f for f in files if f.filename.startswith(prefix) and f.filename.endswith(".whl")), key=lambda f: f.filename
+    )
+    if not wheels:
+        raise SourceUnavailable(f"the package index has no vLLM {version} wheel: check the tag, or use --source git")
+    # All platform wheels carry the same pure-Python scheduler.py; sorting makes the pick stable.
+    return wheels[0]
+
+
+def fetch(tag: str, progress: Progress = no_progress) -> tuple[UpstreamFile, int]:
+    """Return the upstream file and the number of bytes downloaded to get it."""
+    version = version_of(tag)
+    wheel = choose_wheel(index.list_files("vllm"), version)
+    progress(f"fetching {UPSTREAM_PATH} from {wheel.filename} (range reads)")
+    reader = index.RangeReader(wheel.url, wheel.size)
+    try:
+        with zipfile.ZipFile(reader) as archive:  # type: ignore[arg-type]
+            data = archive.read(UPSTREAM_PATH)  # zipfile checks the member's CRC-32
+            record = archive.read(f"vllm-{version}.dist-info/RECORD")
+    except KeyError as exc:
+        raise SourceUnavailable(f"{wheel.filename} lacks {exc.args[0]}: use --source git") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile) as exc:
+        raise SourceUnavailable(
+            f"{wheel.filename} is not a readable wheel ({exc}): retry, or use --source git"
+        ) from None
+    _check_record(record, data, wheel.filename)
+    progress(f"fetched {reader.downloaded} bytes of {wheel.size or '?'}")
+    return UpstreamFile(tag=tag, data=data, origin="release"), reader.downloaded
+
+
+def _check_record(record: bytes, data: bytes, wheel: str) -> None:
+    expected = None
+    for row in csv.reader(io.StringIO(record.decode("utf-8"))):
+        if row and row[0] == UPSTREAM_PATH:
+            expected = row[1]
+    digest = "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    if expected != digest:
+        raise SourceUnavailable(
+            f"{UPSTREAM_PATH} in {wheel} does not match the wheel's RECORD hash: "
+            "the download is corrupt or tampered with; retry, or use --source git"
+        )

@@ -1,0 +1,89 @@
+"""Ascend options read from ``vllm_config.additional_config``; only what balance scheduling needs.
+
+Balance scheduling is switched on by
+``additional_config={"scheduler_config": {"enable_balance_scheduling": True}}`` (the legacy
+top-level ``enable_balance_scheduling`` key is still accepted). There is no environment variable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+class AscendConfigError(ValueError):
+    """An invalid or unsupported Ascend configuration, reported at config time."""
+
+
+@dataclass(frozen=True)
+class AscendSchedulerConfig:
+    enable_balance_scheduling: bool = False
+
+
+@dataclass(frozen=True)
+class AscendConfig:
+    scheduler_config: AscendSchedulerConfig
+    profiling_chunk_config: Mapping[str, Any] | None
+
+    @property
+    def enable_balance_scheduling(self) -> bool:
+        return self.scheduler_config.enable_balance_scheduling
+
+
+_ascend_config: AscendConfig | None = None
+
+
+def parse_additional_config(additional_config: Mapping[str, Any] | None) -> AscendConfig:
+    config = dict(additional_config or {})
+    scheduler = config.get("scheduler_config", {})
+    if scheduler is None:
+        scheduler = {}
+    if not isinstance(scheduler, Mapping):
+        raise AscendConfigError(
+            f"additional_config['scheduler_config'] must be a dict, got {type(scheduler).__name__}: "
+            'use {"scheduler_config": {"enable_balance_scheduling": true}}'
+        )
+    nested = scheduler.get("enable_balance_scheduling")
+    legacy = config.get("enable_balance_scheduling")
+    for where, value in (("scheduler_config.enable_balance_scheduling", nested), ("enable_balance_scheduling", legacy)):
+        if value is not None and not isinstance(value, bool):
+            raise AscendConfigError(f"additional_config {where} must be true or false, got {value!r}")
+    if nested is not None and legacy is not None and nested != legacy:
+        raise AscendConfigError(
+            "additional_config sets enable_balance_scheduling twice with different values: "
+            "keep only scheduler_config.enable_balance_scheduling"
+        )
+    enabled = bool(nested if nested is not None else legacy)
+    profiling = config.get("profiling_chunk_config")
+    if enabled and profiling:
+        raise AscendConfigError(
+            "balance scheduling and profiling_chunk_config are mutually exclusive: disable one of them"
+        )
+    return AscendConfig(AscendSchedulerConfig(enabled), profiling)
+
+
+def init_ascend_config(vllm_config: Any) -> AscendConfig:
+    global _ascend_config
+    _ascend_config = parse_additional_config(getattr(vllm_config, "additional_config", None))
+    return _ascend_config
+
+
+def get_ascend_config() -> AscendConfig:
+    if _ascend_config is None:
+        raise RuntimeError("AscendConfig is not initialized: call init_ascend_config(vllm_config) first")
+    return _ascend_config
+
+
+def clear_ascend_config() -> None:
+    global _ascend_config
+    _ascend_config = None
+
+
+def balance_scheduling_enabled(vllm_config: Any) -> bool:
+    """AscendConfig when initialized; ``additional_config`` during start-up, before it is."""
+    if _ascend_config is not None:
+        return _ascend_config.enable_balance_scheduling
+    if vllm_config is None:
+        return False
+    return parse_additional_config(getattr(vllm_config, "additional_config", None)).enable_balance_scheduling
