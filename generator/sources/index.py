@@ -22,6 +22,7 @@ _JSON_SIMPLE = "application/vnd.pypi.simple.v1+json"
 def configured_index_url() -> str:
     try:
         from pip._internal.configuration import Configuration
+        from pip._internal.exceptions import ConfigurationError
         from pip._internal.models.index import PyPI
     except ImportError:
         raise SourceUnavailable(
@@ -29,11 +30,14 @@ def configured_index_url() -> str:
         ) from None
     config = Configuration(isolated=False)
     config.load()
-    values = dict(config.items())
     # Same precedence as pip: environment over the download/global sections of its files.
     for key in (":env:.index-url", "download.index-url", "global.index-url"):
-        if values.get(key):
-            return str(values[key]).split()[0]
+        try:
+            value = str(config.get_value(key))
+        except ConfigurationError:
+            continue
+        if value.strip():
+            return value.split()[0]
     return PyPI.simple_url
 
 

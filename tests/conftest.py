@@ -1,0 +1,58 @@
+"""Shared fixtures. Nothing here hard-codes the vLLM version: the pin file is the authority."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from generator.pin import PIN_FILE, read_pin
+from generator.sources import installed, release
+from generator.sources.base import UpstreamFile
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# A released tag older than any pin this project will carry: the signature is still
+# ``schedule(self)`` there, which exercises delta 1's forwarding on real upstream text.
+OLDER_TAG = "v0.23.0"
+
+
+@pytest.fixture(scope="session")
+def pinned_tag() -> str:
+    return read_pin(REPO_ROOT / PIN_FILE)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test gets an empty cache, so no test passes thanks to another's downloads."""
+    cache = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("BALANCE_PATCHGEN_CACHE", str(cache))
+    monkeypatch.delenv("VLLM_REPO", raising=False)
+    return cache
+
+
+@pytest.fixture(scope="session")
+def upstream_pinned(pinned_tag: str) -> UpstreamFile:
+    """Upstream at the pin, from the installed vLLM (CI installs exactly that version)."""
+    return installed.fetch(pinned_tag)
+
+
+@pytest.fixture(scope="session")
+def upstream_older() -> UpstreamFile:
+    """Upstream at OLDER_TAG, from the release artifact on the configured package index."""
+    upstream, _ = release.fetch(OLDER_TAG)
+    return upstream
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A copy of the files the CLI reads and writes, to run it against with --root."""
+    for rel in (PIN_FILE, Path("generated/balance_scheduler.py")):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO_ROOT / rel, tmp_path / rel)
+    return tmp_path
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under root, to prove a failing command left them all as they were."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
