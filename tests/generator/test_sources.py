@@ -6,6 +6,7 @@ import base64
 import hashlib
 import http.server
 import io
+import sys
 import threading
 import zipfile
 from collections.abc import Iterator
@@ -52,7 +53,7 @@ def test_git_local_checkout_reads_the_tag_not_the_work_tree(vllm_repo: Path, ups
 
 
 def test_git_unknown_tag_is_source_unavailable(vllm_repo: Path) -> None:
-    with pytest.raises(SourceUnavailable, match="tag v0.0.1 not found"):
+    with pytest.raises(SourceUnavailable, match=r"tag v0\.0\.1 not found"):
         git_source.fetch("v0.0.1", str(vllm_repo))
 
 
@@ -92,7 +93,8 @@ def test_installed_refuses_a_locally_edited_file(
     edited = tmp_path / UPSTREAM_PATH
     edited.parent.mkdir(parents=True)
     edited.write_bytes(upstream_pinned.data.replace(b"token_budget > 0", b"token_budget >= 0", 1))
-    monkeypatch.syspath_prepend(str(tmp_path))
+    # Not monkeypatch.syspath_prepend: it imports pkg_resources, whose distutils hack breaks torch.
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
     with pytest.raises(SourceUnavailable, match="does not match its RECORD hash"):
         installed.fetch(pinned_tag)
     edited.write_bytes(upstream_pinned.data)
@@ -183,7 +185,7 @@ def test_release_verifies_the_member_against_the_wheel_record(
 
 
 def test_release_without_a_wheel_of_that_version(local_index: dict[str, bytes], pinned_tag: str) -> None:
-    with pytest.raises(SourceUnavailable, match="has no vLLM .* wheel"):
+    with pytest.raises(SourceUnavailable, match=r"has no vLLM .* wheel"):
         release.fetch(pinned_tag)
 
 
