@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
+
+# torch imports setuptools, whose distutils override asserts when stdlib distutils was imported
+# first (GitPython's and click's test helpers can do that). Keep the stdlib one, as Python 3.11 has it.
+os.environ.setdefault("SETUPTOOLS_USE_DISTUTILS", "stdlib")
 
 import pytest
 
