@@ -1,7 +1,5 @@
 """Hand-written half of BalanceScheduler: state and the per-step gather. ``schedule()`` is generated."""
 
-from __future__ import annotations
-
 import torch
 import torch.distributed as dist
 from vllm.config import VllmConfig

@@ -1,0 +1,107 @@
+"""Guards on the upstream surfaces the runtime relies on, and how the patch installs itself."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import vllm.v1.core.sched.scheduler as sched_mod
+import vllm.v1.engine.core as engine_mod
+
+from vllm_ascend.core.balance_scheduler_base import BalanceSchedulerBase
+from vllm_ascend.tools.vllm_objects import balance_config, make_vllm_config
+
+GENERATED = Path(__file__).resolve().parents[2] / "generated" / "balance_scheduler.py"
+
+
+def test_schedule_and_init_signatures_equal_upstreams(patch_mod: Any, upstream_scheduler_cls: type) -> None:
+    assert inspect.signature(patch_mod.BalanceScheduler.schedule) == inspect.signature(upstream_scheduler_cls.schedule)
+    assert inspect.signature(BalanceSchedulerBase.__init__) == inspect.signature(upstream_scheduler_cls.__init__)
+
+
+def test_scheduler_methods_the_copied_body_calls_still_exist(upstream_scheduler_cls: type) -> None:
+    tree = ast.parse(GENERATED.read_text())
+    called = {
+        node.func.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "self"
+    }
+    assert {"_select_waiting_queue_for_scheduling", "_preempt_request", "_update_after_schedule"} <= called
+    missing = sorted(name for name in called if not hasattr(upstream_scheduler_cls, name))
+    assert missing == []
+
+
+def test_upstream_run_engine_core_constructs_dp_engine_by_global_name(patch_mod: Any) -> None:
+    original = engine_mod._balance_original_run_engine_core
+    tree = ast.parse(textwrap.dedent(inspect.getsource(original)))
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+    assert "DPEngineCoreProc" in {c.func.id for c in calls}  # type: ignore[union-attr]
+
+
+def test_gather_hook_point_still_exists(patch_mod: Any) -> None:
+    original = engine_mod._balance_original_dp_engine_core_proc
+    assert "_has_global_unfinished_reqs" in vars(original)
+    assert list(inspect.signature(original._has_global_unfinished_reqs).parameters) == ["self", "local_unfinished"]
+    # And the busy loop is what calls it, once per non-idle iteration.
+    assert "self._has_global_unfinished_reqs(" in inspect.getsource(original.run_busy_loop)
+
+
+def test_after_import_scheduler_is_rebound_but_dp_engine_is_not_swapped(patch_mod: Any) -> None:
+    assert sched_mod.Scheduler is patch_mod.BalanceScheduler
+    assert engine_mod.DPEngineCoreProc is engine_mod._balance_original_dp_engine_core_proc
+    assert engine_mod.EngineCoreProc.run_engine_core is patch_mod._balance_run_engine_core
+
+
+def test_importing_again_does_not_double_wrap(patch_mod: Any) -> None:
+    original = engine_mod._balance_original_run_engine_core
+    reloaded = importlib.reload(patch_mod)
+    assert engine_mod._balance_original_run_engine_core is original
+    assert reloaded._OriginalRunEngineCore is original
+    assert engine_mod.EngineCoreProc.run_engine_core is reloaded._balance_run_engine_core
+    assert reloaded.BalanceDPEngineCoreProc.__mro__[1] is engine_mod._balance_original_dp_engine_core_proc
+
+
+def test_balance_scheduler_is_importable_from_the_patch_module_path() -> None:
+    from vllm_ascend.patch.platform.patch_balance_schedule import BalanceScheduler
+
+    assert issubclass(BalanceScheduler, BalanceSchedulerBase)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_run_engine_core_swaps_only_when_enabled(patch_mod: Any, enabled: bool) -> None:
+    # The real upstream run_engine_core runs; it fails when it tries to build the engine (no
+    # executor, no handshake), which is after the wrapper chose the class.
+    patch = importlib.import_module(patch_mod.__name__)
+    config = make_vllm_config(additional_config=balance_config(enabled))
+    with pytest.raises(Exception):  # noqa: B017  (whatever upstream raises without a real engine)
+        engine_mod.EngineCoreProc.run_engine_core(vllm_config=config, dp_rank=0, local_dp_rank=0)
+    expected = patch.BalanceDPEngineCoreProc if enabled else engine_mod._balance_original_dp_engine_core_proc
+    assert engine_mod.DPEngineCoreProc is expected
+    engine_mod.DPEngineCoreProc = engine_mod._balance_original_dp_engine_core_proc
+
+
+def test_vllm_plugin_loader_installs_the_patch_in_a_fresh_process() -> None:
+    code = (
+        "import vllm.v1.core.sched.scheduler as s, vllm.v1.engine.core as c\n"
+        "assert s.Scheduler.__name__ == 'Scheduler', 'patched before the plugin loader ran'\n"
+        "from vllm.plugins import load_general_plugins\n"
+        "load_general_plugins()\n"
+        "print(s.Scheduler.__module__, s.Scheduler.__name__, c.EngineCoreProc.run_engine_core.__name__)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split()[-3:] == [
+        "vllm_ascend._generated.balance_scheduler",
+        "BalanceScheduler",
+        "_balance_run_engine_core",
+    ]
