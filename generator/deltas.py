@@ -1,22 +1,28 @@
 """The three balance deltas, each a small libcst transform with a structural anchor.
 
-An anchor must match exactly once. Zero or several matches raise ``DeltaDoesNotApply`` naming the
-delta, the tag, what was looked for, and the upstream lines where it was expected: the generator
-never guesses. Retiring or re-anchoring a delta for newer tags is a change to this file.
+An anchor is declared as the upstream code it must find, compared structurally (as a stdlib
+``ast`` dump: formatting and comments do not matter, anything else does). It must match exactly
+once. Zero or several matches raise ``DeltaDoesNotApply`` naming the delta, the tag, what was
+looked for, and the upstream lines where it was expected: the generator never guesses. Retiring
+or re-anchoring a delta for newer tags is a change to this file (and to its twin in verify.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import ast
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cache
 from typing import ClassVar
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from generator.errors import DeltaDoesNotApply, UpstreamShapeError
 from generator.extract import CLASS_NAME, METHOD_NAME
+
+Path = tuple[cst.CSTNode, ...]
+_LOOPS = (cst.While, cst.For)
 
 
 @dataclass
@@ -25,7 +31,10 @@ class DeltaContext:
 
     tag: str
     module: cst.Module
-    _positions: dict[cst.CSTNode, object] | None = None
+    _positions: dict[cst.CSTNode, object] | None = field(default=None, repr=False)
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
 
     def lines_of(self, node: cst.CSTNode) -> tuple[int, int] | None:
         # Positions are resolved only on failure: the happy path never pays for the metadata pass.
@@ -47,23 +56,88 @@ class DeltaContext:
         return "\n  ...\n".join(chunks)
 
 
-def _self_attr(name: str) -> m.Attribute:
-    return m.Attribute(value=m.Name("self"), attr=m.Name(name))
+@cache
+def _shape(code: str) -> str:
+    return ast.dump(ast.parse(code))
 
 
-def _statement(code: str) -> cst.BaseStatement:
-    return cst.parse_statement(code)
+def _same_code(ctx: DeltaContext, stmt: cst.CSTNode, anchors: tuple[str, ...]) -> bool:
+    try:
+        return _shape(ctx.code(stmt).strip("\n")) in {_shape(a) for a in anchors}
+    except SyntaxError:  # a statement whose text alone does not parse (e.g. `break`) is no anchor
+        return False
 
 
-def _loops_containing(method: cst.FunctionDef, stmt_matcher: m.BaseMatcherNode) -> list[tuple[cst.CSTNode, int]]:
-    """(loop, index) for each statement matching ``stmt_matcher`` directly in a while/for body."""
-    found = []
-    for loop in m.findall(method, m.While() | m.For()):
-        assert isinstance(loop, (cst.While, cst.For))
-        for index, stmt in enumerate(loop.body.body):
-            if m.matches(stmt, stmt_matcher):
-                found.append((loop, index))
-    return found
+def _blocks(node: cst.CSTNode, path: Path = ()) -> Iterator[tuple[cst.CSTNode, cst.IndentedBlock, Path]]:
+    """(owner, block, ancestors) for every indented block under ``node``, statements only.
+
+    Anchors are statements, so expressions (most of the tree) are never visited: this is what
+    keeps the deltas cheap next to parsing upstream.
+    """
+    path = (*path, node)
+    for child in node.children:
+        if isinstance(child, cst.IndentedBlock):
+            yield node, child, path
+            for stmt in child.body:
+                if isinstance(stmt, cst.BaseCompoundStatement):
+                    yield from _blocks(stmt, (*path, child))
+        elif isinstance(child, (cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler, cst.Finally, cst.MatchCase)):
+            yield from _blocks(child, path)
+
+
+@dataclass(frozen=True)
+class _Hit:
+    owner: cst.CSTNode  # the compound statement whose block holds the match
+    block: cst.IndentedBlock
+    index: int
+    path: Path  # ancestors from the method down to the block
+
+    @property
+    def stmt(self) -> cst.BaseStatement:
+        return self.block.body[self.index]
+
+
+def _find(
+    method: cst.FunctionDef, ctx: DeltaContext, kind: type[cst.BaseStatement], anchors: tuple[str, ...]
+) -> list[_Hit]:
+    return [
+        _Hit(owner, block, index, (*path, block))
+        for owner, block, path in _blocks(method)
+        for index, stmt in enumerate(block.body)
+        if isinstance(stmt, kind) and _small(stmt) and _same_code(ctx, stmt, anchors)
+    ]
+
+
+def _small(stmt: cst.BaseStatement) -> bool:
+    """Anchors are one-statement ifs or simple lines: skip rendering large compound statements."""
+    if isinstance(stmt, cst.If):
+        return stmt.orelse is None and isinstance(stmt.body, cst.IndentedBlock) and len(stmt.body.body) == 1
+    return isinstance(stmt, cst.SimpleStatementLine)
+
+
+class _ReplaceAlongPath(cst.CSTTransformer):
+    """Replace one node, descending only through its ancestors (not the whole method)."""
+
+    def __init__(self, path: Path, old: cst.CSTNode, new: cst.CSTNode) -> None:
+        super().__init__()
+        self._on_path = {id(node) for node in path}
+        self._old, self._new = old, new
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return id(node) in self._on_path
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+        return self._new if original_node is self._old else updated_node
+
+
+def _replace(method: cst.FunctionDef, path: Path, old: cst.CSTNode, new: cst.CSTNode) -> cst.FunctionDef:
+    result = method.visit(_ReplaceAlongPath(path, old, new))
+    assert isinstance(result, cst.FunctionDef)
+    return result
+
+
+def _with_block_body(block: cst.IndentedBlock, body: list[cst.BaseStatement]) -> cst.IndentedBlock:
+    return block.with_changes(body=body)
 
 
 class Delta:
@@ -101,88 +175,73 @@ class DisabledPathDelegates(Delta):
         args += [f"{p.name.value}={p.name.value}" for p in params.kwonly_params]
         if params.star_kwarg is not None:
             args.append(f"**{params.star_kwarg.name.value}")
-        gate = _statement(
+        gate = cst.parse_statement(
             "if not self._balance_enabled:  # balance delta 1: balance off -> upstream verbatim\n"
             f"    return super().{METHOD_NAME}({', '.join(args)})  # balance delta 1\n"
         )
+        assert isinstance(method.body, cst.IndentedBlock)
         body = list(method.body.body)
         # A docstring must stay the first statement to remain the docstring.
-        at = 1 if body and m.matches(body[0], m.SimpleStatementLine(body=[m.Expr(m.SimpleString())])) else 0
+        at = 1 if body and _is_docstring(body[0]) else 0
         body.insert(at, gate)
-        return method.with_changes(body=method.body.with_changes(body=body))
+        return method.with_changes(body=_with_block_body(method.body, body))
+
+
+def _is_docstring(stmt: cst.BaseStatement) -> bool:
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
 
 
 class LeaderAtCapFreezes(Delta):
     number = 2
     title = "leader at cap freezes admission on every rank"
     looked_for = "the WAITING loop's running-cap break `if len(self.running) == self.max_num_running_reqs: break`"
-    _CAP_BREAK = m.If(
-        test=m.Comparison(
-            left=m.Call(func=m.Name("len"), args=[m.Arg(value=_self_attr("running"))]),
-            comparisons=[
-                m.ComparisonTarget(
-                    operator=m.Equal() | m.GreaterThanEqual(),
-                    comparator=_self_attr("max_num_running_reqs"),
-                )
-            ],
-        ),
-        body=m.IndentedBlock(body=[m.SimpleStatementLine(body=[m.Break()])]),
-        orelse=None,
+    ANCHORS = (
+        "if len(self.running) == self.max_num_running_reqs:\n    break",
+        "if len(self.running) >= self.max_num_running_reqs:\n    break",
     )
 
     def apply(self, method: cst.FunctionDef, ctx: DeltaContext) -> cst.FunctionDef:
-        hits = _loops_containing(method, self._CAP_BREAK)
+        hits = [h for h in _find(method, ctx, cst.If, self.ANCHORS) if isinstance(h.owner, _LOOPS)]
         if len(hits) != 1:
-            near = [loop.body.body[i] for loop, i in hits] or _waiting_loops(method, ctx) or [method]
-            raise self._fail(ctx, len(hits), near)
-        loop, index = hits[0]
-        gate = _statement(
+            raise self._fail(ctx, len(hits), [h.stmt for h in hits] or _waiting_loops(method, ctx) or [method])
+        (hit,) = hits
+        gate = cst.parse_statement(
             "if max(t.item() for t in self.balance_queue) == self.max_num_running_reqs:"
             "  # balance delta 2: leader at cap => global freeze\n"
             "    break  # balance delta 2\n"
         )
-        body = list(loop.body.body)
-        body.insert(index + 1, gate)
-        return method.deep_replace(loop, loop.with_changes(body=loop.body.with_changes(body=body)))
+        body = list(hit.block.body)
+        body.insert(hit.index + 1, gate)
+        return _replace(method, hit.path, hit.block, _with_block_body(hit.block, body))
 
 
 class QueueNoneBreaks(Delta):
     number = 3
     title = "no waiting queue breaks instead of asserting"
     looked_for = "`assert request_queue is not None` directly inside a loop"
-    _ASSERT = m.SimpleStatementLine(
-        body=[
-            m.Assert(
-                test=m.Comparison(
-                    left=m.Name("request_queue"),
-                    comparisons=[m.ComparisonTarget(operator=m.IsNot(), comparator=m.Name("None"))],
-                ),
-                msg=None,
-            )
-        ]
-    )
+    ANCHORS = ("assert request_queue is not None",)
 
     def apply(self, method: cst.FunctionDef, ctx: DeltaContext) -> cst.FunctionDef:
-        anywhere = m.findall(method, self._ASSERT)
-        in_loop = _loops_containing(method, self._ASSERT)
-        if len(anywhere) != 1 or len(in_loop) != 1:
-            count = len(anywhere) if len(anywhere) != 1 else 0
-            raise self._fail(ctx, count, list(anywhere) or _waiting_loops(method, ctx) or [method])
-        old = anywhere[0]
-        assert isinstance(old, cst.SimpleStatementLine)
-        new = _statement(
+        hits = _find(method, ctx, cst.SimpleStatementLine, self.ANCHORS)
+        if len(hits) != 1 or not isinstance(hits[0].owner, _LOOPS):  # `break` needs a loop
+            count = len(hits) if len(hits) != 1 else 0
+            raise self._fail(ctx, count, [h.stmt for h in hits] or _waiting_loops(method, ctx) or [method])
+        (hit,) = hits
+        old = hit.stmt
+        new = cst.parse_statement(
             "if request_queue is None:  # balance delta 3: break where upstream asserts\n    break  # balance delta 3\n"
         ).with_changes(leading_lines=old.leading_lines)
-        return method.deep_replace(old, new)
+        return _replace(method, hit.path, old, new)
 
 
 def _waiting_loops(method: cst.FunctionDef, ctx: DeltaContext) -> list[cst.CSTNode]:
     """Where the WAITING admission loop probably is, to show the maintainer on failure."""
-    return [
-        loop
-        for loop in m.findall(method, m.While())
-        if "self.waiting" in ctx.module.code_for_node(loop.test)  # type: ignore[attr-defined]
-    ]
+    loops = {id(o): o for o, _, _ in _blocks(method) if isinstance(o, cst.While)}
+    return [loop for loop in loops.values() if "self.waiting" in ctx.code(loop.test)]  # type: ignore[attr-defined]
 
 
 DELTAS: tuple[Delta, ...] = (DisabledPathDelegates(), LeaderAtCapFreezes(), QueueNoneBreaks())
