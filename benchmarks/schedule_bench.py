@@ -65,33 +65,35 @@ def _per_step_us(make: Callable[[], Any], waiting: int) -> tuple[float, float]:
     return statistics.fmean(samples) / 1000, admitted / STEPS
 
 
+def _rows_for(waiting: int, upstream_cls: type, balance_cls: type) -> list[list[object]]:
+    # Rounds interleave the variants so drift in machine load hits them alike.
+    variants: list[tuple[str, Callable[[], Any]]] = [
+        ("upstream", lambda: _scheduler(upstream_cls, None, 1, False)),
+        ("balance off", lambda: _scheduler(balance_cls, False, 1, False)),
+    ]
+    for dp in DP_SIZES:
+        variants.append((f"on, open, DP {dp}", lambda dp=dp: _scheduler(balance_cls, True, dp, False)))
+        variants.append((f"on, closed, DP {dp}", lambda dp=dp: _scheduler(balance_cls, True, dp, True)))
+    times: dict[str, list[float]] = {name: [] for name, _ in variants}
+    admitted: dict[str, float] = {}
+    for _ in range(ROUNDS):
+        for name, make in variants:
+            us, admitted[name] = _per_step_us(make, waiting)
+            times[name].append(us)
+    base = statistics.median(times["upstream"])
+    return [
+        [waiting, name, f"{admitted[name]:.1f}", f"{statistics.median(t):,.0f}", f"{statistics.median(t) / base:.3f}x"]
+        for name, t in times.items()
+    ]
+
+
 def run() -> str:
     import vllm.v1.core.sched.scheduler as sched_mod
 
     import vllm_ascend.patch.platform.patch_balance_schedule as patch
 
     upstream_cls = sched_mod._balance_original_scheduler
-    balance_cls = patch.BalanceScheduler
-    rows = []
-    for waiting in WAITING:
-        # Rounds interleave the variants so drift in machine load hits them alike.
-        results: dict[str, list[float]] = {}
-        admitted: dict[str, float] = {}
-
-        def measure(name: str, make: Callable[[], Any], waiting: int = waiting) -> None:
-            us, admitted[name] = _per_step_us(make, waiting)
-            results.setdefault(name, []).append(us)
-
-        for _ in range(ROUNDS):
-            measure("upstream", lambda: _scheduler(upstream_cls, None, 1, False))
-            measure("balance off", lambda: _scheduler(balance_cls, False, 1, False))
-            for dp in DP_SIZES:
-                measure(f"on, open, DP {dp}", lambda dp=dp: _scheduler(balance_cls, True, dp, False))
-                measure(f"on, closed, DP {dp}", lambda dp=dp: _scheduler(balance_cls, True, dp, True))
-        base = statistics.median(results["upstream"])
-        for name, samples in results.items():
-            value = statistics.median(samples)
-            rows.append([waiting, name, f"{admitted[name]:.1f}", f"{value:,.0f}", f"{value / base:.3f}x"])
+    rows = [row for waiting in WAITING for row in _rows_for(waiting, upstream_cls, patch.BalanceScheduler)]
     return "\n\n".join(
         [
             f"### `schedule()` per step (cap {CAP}, {RUNNING} running, mean of {STEPS} steps, "
