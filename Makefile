@@ -7,7 +7,7 @@ VLLM_VERSION = $(shell tr -d '[:space:]' < $(PIN))
 CLI := $(BIN)/balance-patchgen
 PYTEST_ARGS ?=
 
-.PHONY: regen check verify lint test pytest dp-sim bench clean-venv
+.PHONY: regen regen-deps check verify lint test pytest dp-sim bench clean-venv
 
 # Generator only: enough for regen/check/verify (upstream comes from the package index, cached).
 $(VENV)/.dev-installed: requirements/dev.txt pyproject.toml
@@ -21,6 +21,8 @@ $(VENV)/.vllm-$(VLLM_VERSION): $(VENV)/.dev-installed $(PIN) requirements/vllm-c
 	.ci/install-vllm $(VENV)
 	rm -f $(VENV)/.vllm-*
 	touch $@
+
+regen-deps: $(VENV)/.dev-installed
 
 regen: $(VENV)/.dev-installed
 	$(CLI) regen

@@ -86,6 +86,10 @@ def _lines(text: str, func: ast.FunctionDef) -> list[str]:
     return text.splitlines()[first - 1 : func.end_lineno]
 
 
+def _collapse(lines: list[str]) -> list[str]:
+    return [t for i, t in enumerate(lines) if not (t == "<delta 3>" and i and lines[i - 1] == t)]
+
+
 def verify(generated: str, upstream: str) -> None:
     """Raise VerificationFailed with the first disagreement; return None when all checks pass."""
     try:
@@ -121,16 +125,17 @@ def verify(generated: str, upstream: str) -> None:
         for n in range(gen_offset, gen.end_lineno + 1)  # type: ignore[operator]
         if n not in dropped
     ]
-    up_assert = _find(up, _spec(_QUEUE_ASSERT))[0]
-    up_node = up_assert[0][up_assert[1]]
+    up_block, up_index = _find(up, _spec(_QUEUE_ASSERT))[0]
+    up_node = up_block[up_index]
     up_lines = upstream.splitlines()
     up_first = min([up.lineno, *(d.lineno for d in up.decorator_list)])
+    up_masked = set(range(up_node.lineno, up_node.end_lineno + 1))  # type: ignore[operator]
     up_text = [
-        "<delta 3>" if n == up_node.lineno else up_lines[n - 1]
+        "<delta 3>" if n in up_masked else up_lines[n - 1]
         for n in range(up_first, up.end_lineno + 1)  # type: ignore[operator]
     ]
-    # Collapse the masked block to one marker per side (delta 3 spans two lines, the assert one).
-    gen_text = [t for i, t in enumerate(gen_text) if not (t == "<delta 3>" and i and gen_text[i - 1] == t)]
+    # One marker per side: delta 3 spans two lines, upstream's assert one (or more).
+    gen_text, up_text = _collapse(gen_text), _collapse(up_text)
     if gen_text != up_text:
         for i, (g, u) in enumerate(zip(gen_text, up_text, strict=False)):
             if g != u:

@@ -1,0 +1,65 @@
+"""The independent inverse check catches every way a generated file can stray from upstream."""
+
+from __future__ import annotations
+
+import pytest
+
+from generator import pipeline
+from generator.errors import VerificationFailed
+from generator.sources.base import UpstreamFile
+from generator.verify import verify
+
+GATE = (
+    "                if max(t.item() for t in self.balance_queue) == self.max_num_running_reqs:"
+    "  # balance delta 2: leader at cap => global freeze\n"
+    "                    break  # balance delta 2\n"
+)
+
+
+@pytest.fixture(scope="module")
+def generated(upstream_pinned: UpstreamFile) -> str:
+    text = pipeline.generate(upstream_pinned)
+    assert GATE in text
+    return text
+
+
+def test_generated_output_verifies_for_both_signatures(
+    generated: str, upstream_pinned: UpstreamFile, upstream_older: UpstreamFile
+) -> None:
+    verify(generated, upstream_pinned.text)
+    older = pipeline.generate(upstream_older)
+    assert "            return super().schedule()  # balance delta 1" in older
+    verify(older, upstream_older.text)
+    with pytest.raises(VerificationFailed):  # and one tag's output is not the other's
+        verify(older, upstream_pinned.text)
+
+
+def test_delta2_moved_away_from_the_cap_break_fails(generated: str, upstream_pinned: UpstreamFile) -> None:
+    moved = generated.replace(GATE, "", 1)
+    anchor = "                request_queue = self._select_waiting_queue_for_scheduling()\n"
+    moved = moved.replace(anchor, anchor + GATE, 1)
+    with pytest.raises(VerificationFailed, match="does not directly follow the running-cap break"):
+        verify(moved, upstream_pinned.text)
+
+
+def test_delta2_twice_fails(generated: str, upstream_pinned: UpstreamFile) -> None:
+    with pytest.raises(VerificationFailed, match="present 2 times"):
+        verify(generated.replace(GATE, GATE + GATE, 1), upstream_pinned.text)
+
+
+def test_delta1_forwarding_the_wrong_arguments_fails(generated: str, upstream_pinned: UpstreamFile) -> None:
+    wrong = generated.replace("return super().schedule(throttle_prefills)", "return super().schedule()", 1)
+    with pytest.raises(VerificationFailed, match="delta 1"):
+        verify(wrong, upstream_pinned.text)
+
+
+def test_a_comment_only_change_in_the_body_fails_the_text_check(generated: str, upstream_pinned: UpstreamFile) -> None:
+    # The AST would not see it; the byte-for-byte text comparison must.
+    edited = generated.replace("# NOTE(woosuk) on the scheduling algorithm:", "# NOTE on the algorithm:", 1)
+    with pytest.raises(VerificationFailed, match="text differs from upstream"):
+        verify(edited, upstream_pinned.text)
+
+
+def test_not_python_fails_cleanly(upstream_pinned: UpstreamFile) -> None:
+    with pytest.raises(VerificationFailed, match="does not parse"):
+        verify("def (:\n", upstream_pinned.text)
