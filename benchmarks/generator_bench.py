@@ -11,14 +11,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import git
-
 from benchmarks.common import BIN, REPO, table, time_command
 from generator import pipeline, verify
 from generator.pin import PIN_FILE, read_pin
 from generator.sources import git as git_source
 from generator.sources import installed, release
-from generator.sources.base import UPSTREAM_PATH
+from tests.upstream_repo import build_vllm_repo
 
 RUNS = 7
 
@@ -88,17 +86,7 @@ def run() -> str:
 
 
 def _git_clone_bytes(tmp: Path, data: bytes, tag: str, env: dict[str, str]) -> int:
-    origin = tmp / "origin"
-    repo = git.Repo.init(origin)
-    with repo.config_writer() as config:
-        config.set_value("user", "name", "bench")
-        config.set_value("user", "email", "bench@example.invalid")
-        config.set_value("uploadpack", "allowFilter", "true")
-    (origin / UPSTREAM_PATH).parent.mkdir(parents=True)
-    (origin / UPSTREAM_PATH).write_bytes(data)
-    repo.index.add([UPSTREAM_PATH])
-    repo.index.commit(tag)
-    repo.create_tag(tag)
+    origin = build_vllm_repo(tmp / "origin", [(tag, data)])
     old = os.environ.get("BALANCE_PATCHGEN_CACHE")
     os.environ["BALANCE_PATCHGEN_CACHE"] = env["BALANCE_PATCHGEN_CACHE"]
     try:

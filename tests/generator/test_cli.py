@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import git
 import pytest
 from click.testing import CliRunner, Result
 
 from generator.cli import main
 from generator.pin import PIN_FILE
-from generator.sources.base import UPSTREAM_PATH, UpstreamFile
+from generator.sources.base import UpstreamFile
 from tests.conftest import REPO_ROOT, snapshot
+from tests.upstream_repo import build_vllm_repo
 
 OUTPUT = Path("generated/balance_scheduler.py")
 
@@ -28,18 +28,7 @@ def _one_error_line(result: Result) -> str:
 
 @pytest.fixture
 def vllm_repo(tmp_path: Path, upstream_pinned: UpstreamFile, upstream_older: UpstreamFile) -> Path:
-    path = tmp_path / "vllm-src"
-    repo = git.Repo.init(path)
-    with repo.config_writer() as config:
-        config.set_value("user", "name", "test")
-        config.set_value("user", "email", "test@example.invalid")
-    (path / UPSTREAM_PATH).parent.mkdir(parents=True)
-    for upstream in (upstream_older, upstream_pinned):
-        (path / UPSTREAM_PATH).write_bytes(upstream.data)
-        repo.index.add([UPSTREAM_PATH])
-        repo.index.commit(upstream.tag)
-        repo.create_tag(upstream.tag)
-    return path
+    return build_vllm_repo(tmp_path / "vllm-src", [(u.tag, u.data) for u in (upstream_older, upstream_pinned)])
 
 
 def test_committed_module_is_up_to_date_and_verifies(project: Path) -> None:
@@ -172,27 +161,10 @@ def test_bump_to_a_tag_where_a_delta_fails_writes_nothing(
     project: Path, tmp_path: Path, upstream_pinned: UpstreamFile
 ) -> None:
     # A later "release" whose WAITING loop lost the running-cap break: delta 2 has no anchor.
-    repo_path = tmp_path / "later"
-    repo = git.Repo.init(repo_path)
-    with repo.config_writer() as config:
-        config.set_value("user", "name", "test")
-        config.set_value("user", "email", "test@example.invalid")
-    (repo_path / UPSTREAM_PATH).parent.mkdir(parents=True)
-    for tag, data in (
-        (upstream_pinned.tag, upstream_pinned.data),
-        (
-            "v99.0.0",
-            upstream_pinned.data.replace(
-                b"                if len(self.running) == self.max_num_running_reqs:\n                    break\n",
-                b"",
-                1,
-            ),
-        ),
-    ):
-        (repo_path / UPSTREAM_PATH).write_bytes(data)
-        repo.index.add([UPSTREAM_PATH])
-        repo.index.commit(tag)
-        repo.create_tag(tag)
+    cap_break = b"                if len(self.running) == self.max_num_running_reqs:\n                    break\n"
+    assert cap_break in upstream_pinned.data
+    later = upstream_pinned.data.replace(cap_break, b"", 1)
+    repo_path = build_vllm_repo(tmp_path / "later", [(upstream_pinned.tag, upstream_pinned.data), ("v99.0.0", later)])
     before = snapshot(project)
     result = run(project, "bump", "v99.0.0", "--vllm-repo", str(repo_path))
     assert result.exit_code == 4

@@ -118,20 +118,23 @@ def test_missing_anchor_is_a_typed_error_with_upstream_context(delta: deltas.Del
     assert "|" in info.value.detail.splitlines()[0]
 
 
-def test_running_cap_break_twice_is_ambiguous() -> None:
-    cap = "            if len(self.running) == self.max_num_running_reqs:\n                break\n"
-    assert cap in UPSTREAM
-    doubled = UPSTREAM.replace(cap, cap + cap)
-    with pytest.raises(DeltaDoesNotApply, match=r"delta 2 .* found 2 times \(ambiguous\)"):
-        _apply(doubled, deltas.LeaderAtCapFreezes())
-
-
-def test_assert_twice_is_ambiguous() -> None:
-    line = "            assert request_queue is not None   # odd   spacing kept? no: replaced\n"
+@pytest.mark.parametrize(
+    ("delta", "line"),
+    [
+        (
+            deltas.LeaderAtCapFreezes(),
+            "            if len(self.running) == self.max_num_running_reqs:\n                break\n",
+        ),
+        (
+            deltas.QueueNoneBreaks(),
+            "            assert request_queue is not None   # odd   spacing kept? no: replaced\n",
+        ),
+    ],
+)
+def test_anchor_twice_is_ambiguous(delta: deltas.Delta, line: str) -> None:
     assert line in UPSTREAM
-    doubled = UPSTREAM.replace(line, line + line)
-    with pytest.raises(DeltaDoesNotApply, match=r"delta 3 .* found 2 times \(ambiguous\)"):
-        _apply(doubled, deltas.QueueNoneBreaks())
+    with pytest.raises(DeltaDoesNotApply, match=rf"delta {delta.number} .* found 2 times \(ambiguous\)"):
+        _apply(UPSTREAM.replace(line, line + line), delta)
 
 
 def test_assert_outside_a_loop_is_refused() -> None:

@@ -22,28 +22,14 @@ from generator.sources import cache, installed, release
 from generator.sources import git as git_source
 from generator.sources.base import UPSTREAM_PATH, UpstreamFile
 from generator.sources.resolve import SourceKind, fetch_upstream
+from tests.upstream_repo import build_vllm_repo
 
 
 @pytest.fixture
 def vllm_repo(tmp_path: Path, upstream_pinned: UpstreamFile, upstream_older: UpstreamFile) -> Path:
-    """A git history shaped like vLLM's: the older release tagged, then the pinned one."""
-    path = tmp_path / "vllm"
-    repo = git.Repo.init(path)
-    with repo.config_writer() as config:
-        config.set_value("user", "name", "test")
-        config.set_value("user", "email", "test@example.invalid")
-        config.set_value("uploadpack", "allowFilter", "true")
-    target = path / UPSTREAM_PATH
-    target.parent.mkdir(parents=True)
-    for upstream in (upstream_older, upstream_pinned):
-        target.write_bytes(upstream.data)
-        repo.index.add([UPSTREAM_PATH])
-        repo.index.commit(f"release {upstream.tag}")
-        repo.create_tag(upstream.tag)
-    target.write_bytes(upstream_pinned.data + b"# work after the release\n")
-    repo.index.add([UPSTREAM_PATH])
-    repo.index.commit("main moves on")
-    return path
+    """The older release tagged, then the pinned one, then work after the release."""
+    releases = [(u.tag, u.data) for u in (upstream_older, upstream_pinned)]
+    return build_vllm_repo(tmp_path / "vllm", releases, then=upstream_pinned.data + b"# work after the release\n")
 
 
 def test_git_local_checkout_reads_the_tag_not_the_work_tree(vllm_repo: Path, upstream_pinned: UpstreamFile) -> None:

@@ -1,0 +1,31 @@
+"""A real git repository shaped like vLLM's, built with gitpython from real released files."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import git
+
+from generator.sources.base import UPSTREAM_PATH
+
+
+def build_vllm_repo(path: Path, releases: Sequence[tuple[str, bytes]], *, then: bytes | None = None) -> Path:
+    """One commit and tag per (tag, scheduler.py bytes), in order; ``then``: a later untagged commit."""
+    repo = git.Repo.init(path)
+    with repo.config_writer() as config:
+        config.set_value("user", "name", "test")
+        config.set_value("user", "email", "test@example.invalid")
+        config.set_value("uploadpack", "allowFilter", "true")  # lets file:// clones be blob-less
+    target = path / UPSTREAM_PATH
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for tag, data in releases:
+        target.write_bytes(data)
+        repo.index.add([UPSTREAM_PATH])
+        repo.index.commit(f"release {tag}")
+        repo.create_tag(tag)
+    if then is not None:
+        target.write_bytes(then)
+        repo.index.add([UPSTREAM_PATH])
+        repo.index.commit("main moves on")
+    return path
