@@ -46,7 +46,8 @@ class RankReport:
     gathers: int = 0
     violations: list[str] = field(default_factory=list)
     running_by_tick: dict[int, int] = field(default_factory=dict)
-    hang: str | None = None
+    hang: str | None = None  # stuck or failed in a collective (what the negative controls expect)
+    error: str | None = None  # anything else: a harness or scheduler bug, never a pass for a control
     tick: int = 0
 
 
@@ -82,19 +83,22 @@ def _rank_main(rank: int, args: argparse.Namespace, port: int, results: Any) -> 
     dist.init_process_group("gloo", store=store, rank=rank, world_size=args.ranks, timeout=timeout)
     try:
         _loop(rank, args, report, dist.group.WORLD, vo)
-    except Exception as exc:  # gloo's timeout, or a mismatched collective: the hang
+    except RuntimeError as exc:  # gloo's timeout, or a peer that gave up on the same collective
         first = (str(exc).splitlines() or [""])[0][:200]
         report.hang = (
             f"rank {rank} stuck in a collective at tick {report.tick} (active step {report.steps_active + 1}): "
             f"{type(exc).__name__}: {first}"
         )
+    except Exception as exc:
+        report.error = f"rank {rank} crashed at tick {report.tick}: {type(exc).__name__}: {exc}"
     results.put(json.dumps(asdict(report)))
     results.close()
     results.join_thread()  # os._exit below would drop a report still in the feeder thread
-    if report.hang is None:
+    failed = report.hang is not None or report.error is not None
+    if not failed:
         dist.barrier()
         dist.destroy_process_group()
-    os._exit(0 if report.hang is None else 1)  # don't wait on peers stuck in a collective
+    os._exit(1 if failed else 0)  # don't wait on peers stuck in a collective
 
 
 def _loop(rank: int, args: argparse.Namespace, report: RankReport, group: Any, vo: Any) -> None:
@@ -226,6 +230,8 @@ def run(args: argparse.Namespace) -> tuple[list[RankReport], float, str | None]:
                     if results.empty():
                         hang = hang or "a rank exited without a report"
                         break
+            if any(r.error for r in reports):
+                raise RuntimeError(f"dp_sim harness failure: {next(r.error for r in reports if r.error)}")
             if any(r.hang for r in reports):
                 hang = next(r.hang for r in reports if r.hang)
                 break
