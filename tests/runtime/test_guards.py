@@ -105,3 +105,21 @@ def test_vllm_plugin_loader_installs_the_patch_in_a_fresh_process() -> None:
         "BalanceScheduler",
         "_balance_run_engine_core",
     ]
+
+
+def test_every_attribute_the_copied_body_reads_exists_on_a_real_scheduler(patch_mod: Any) -> None:
+    from vllm_ascend.tools.vllm_objects import make_scheduler
+
+    tree = ast.parse(GENERATED.read_text())
+    schedule = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "schedule")
+    read = {
+        node.attr
+        for node in ast.walk(schedule)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+        and isinstance(node.ctx, ast.Load)
+    }
+    assert {"running", "waiting", "max_num_running_reqs", "balance_queue", "_balance_enabled"} <= read
+    instance = make_scheduler(patch_mod.BalanceScheduler, make_vllm_config(additional_config=balance_config(True)))
+    assert sorted(a for a in read if not hasattr(instance, a)) == []
