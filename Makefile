@@ -33,9 +33,10 @@ check: $(VENV)/.dev-installed
 verify: $(VENV)/.dev-installed
 	$(CLI) verify
 
-lint: $(VENV)/.dev-installed
+lint: $(VENV)/.vllm-$(VLLM_VERSION)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 pytest: $(VENV)/.vllm-$(VLLM_VERSION)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -26,7 +26,7 @@ def _rank(rank: int, world: int, port: int, results: Any) -> None:
     store = dist.TCPStore("127.0.0.1", port, world, rank == 0, timeout=timeout)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timeout)
     # balance_gather() only reads these attributes; the scheduler's other state is not involved.
-    scheduler = object.__new__(BalanceSchedulerBase)
+    scheduler: Any = object.__new__(BalanceSchedulerBase)
     scheduler._balance_enabled = True
     scheduler.running = [object()] * (rank + 1)
     scheduler.balance_queue = [torch.tensor([0], dtype=torch.int) for _ in range(world)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -68,12 +69,12 @@ def _per_step_us(make: Callable[[], Any], waiting: int) -> tuple[float, float]:
 def _rows_for(waiting: int, upstream_cls: type, balance_cls: type) -> list[list[object]]:
     # Rounds interleave the variants so drift in machine load hits them alike.
     variants: list[tuple[str, Callable[[], Any]]] = [
-        ("upstream", lambda: _scheduler(upstream_cls, None, 1, False)),
-        ("balance off", lambda: _scheduler(balance_cls, False, 1, False)),
+        ("upstream", partial(_scheduler, upstream_cls, None, 1, False)),
+        ("balance off", partial(_scheduler, balance_cls, False, 1, False)),
     ]
     for dp in DP_SIZES:
-        variants.append((f"on, open, DP {dp}", lambda dp=dp: _scheduler(balance_cls, True, dp, False)))
-        variants.append((f"on, closed, DP {dp}", lambda dp=dp: _scheduler(balance_cls, True, dp, True)))
+        variants.append((f"on, open, DP {dp}", partial(_scheduler, balance_cls, True, dp, False)))
+        variants.append((f"on, closed, DP {dp}", partial(_scheduler, balance_cls, True, dp, True)))
     times: dict[str, list[float]] = {name: [] for name, _ in variants}
     admitted: dict[str, float] = {}
     for _ in range(ROUNDS):
@@ -92,7 +93,7 @@ def run() -> str:
 
     import vllm_ascend.patch.platform.patch_balance_schedule as patch
 
-    upstream_cls = sched_mod._balance_original_scheduler
+    upstream_cls = sched_mod._balance_original_scheduler  # type: ignore[attr-defined]
     rows = [row for waiting in WAITING for row in _rows_for(waiting, upstream_cls, patch.BalanceScheduler)]
     return "\n\n".join(
         [

@@ -109,7 +109,8 @@ def main(ctx: click.Context, root: Path) -> None:
 
 
 def _root() -> Path:
-    return click.get_current_context().find_root().obj  # type: ignore[no-any-return]
+    root: Path = click.get_current_context().find_root().obj
+    return root
 
 
 def _pinned_or(tag: str | None) -> str:

@@ -232,6 +232,7 @@ class QueueNoneBreaks(Delta):
             raise self._fail(ctx, count, [h.stmt for h in hits] or _waiting_loops(method, ctx) or [method])
         (hit,) = hits
         old = hit.stmt
+        assert isinstance(old, cst.SimpleStatementLine)
         new = cst.parse_statement(
             "if request_queue is None:  # balance delta 3: break where upstream asserts\n    break  # balance delta 3\n"
         ).with_changes(leading_lines=old.leading_lines)
@@ -241,7 +242,7 @@ class QueueNoneBreaks(Delta):
 def _waiting_loops(method: cst.FunctionDef, ctx: DeltaContext) -> list[cst.CSTNode]:
     """Where the WAITING admission loop probably is, to show the maintainer on failure."""
     loops = {id(o): o for o, _, _ in _blocks(method) if isinstance(o, cst.While)}
-    return [loop for loop in loops.values() if "self.waiting" in ctx.code(loop.test)]  # type: ignore[attr-defined]
+    return [loop for loop in loops.values() if "self.waiting" in ctx.code(loop.test)]
 
 
 DELTAS: tuple[Delta, ...] = (DisabledPathDelegates(), LeaderAtCapFreezes(), QueueNoneBreaks())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import jinja2
@@ -35,7 +36,7 @@ def class_code(module: cst.Module, patched: cst.FunctionDef) -> str:
     return module.code_for_node(cls)
 
 
-def _without_leading_blanks(lines: list[cst.EmptyLine] | tuple[cst.EmptyLine, ...]) -> list[cst.EmptyLine]:
+def _without_leading_blanks(lines: Sequence[cst.EmptyLine]) -> list[cst.EmptyLine]:
     lines = list(lines)
     while lines and lines[0].comment is None:
         lines.pop(0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from importlib import metadata
+from pathlib import Path
 
 from generator.errors import SourceUnavailable
 from generator.pin import version_of
@@ -43,7 +44,7 @@ def fetch(tag: str) -> UpstreamFile:
             f"installed vLLM {wanted} has no sha256 for {UPSTREAM_PATH} in its RECORD: "
             "reinstall it from the package index or use --source release"
         )
-    data = entry.locate().read_bytes()
+    data = Path(entry.locate()).read_bytes()
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     if digest != entry.hash.value:
         # A locally edited site-packages must never become "upstream".

@@ -32,7 +32,7 @@ def fetch(tag: str, progress: Progress = no_progress) -> tuple[UpstreamFile, int
     progress(f"fetching {UPSTREAM_PATH} from {wheel.filename} (range reads)")
     reader = index.RangeReader(wheel.url, wheel.size)
     try:
-        with zipfile.ZipFile(reader) as archive:  # type: ignore[arg-type]
+        with zipfile.ZipFile(reader) as archive:
             data = archive.read(UPSTREAM_PATH)  # zipfile checks the member's CRC-32
             record = archive.read(f"vllm-{version}.dist-info/RECORD")
     except KeyError as exc:

@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> tuple[list[RankReport], float, str | None]:
                 hang = f"watchdog: no result from {args.ranks - len(reports)} rank(s) after {args.watchdog:.0f}s"
                 break
             try:
-                reports.append(RankReport(**json.loads(results.get(timeout=min(remaining, 1.0)))))
+                reports.append(_report_from_json(results.get(timeout=min(remaining, 1.0))))
             except Exception:  # queue.Empty: keep waiting, unless a rank died without reporting
                 if any(p.exitcode not in (None, 0) for p in procs) and results.empty() and len(reports) < args.ranks:
                     time.sleep(1.0)
@@ -244,16 +244,22 @@ def run(args: argparse.Namespace) -> tuple[list[RankReport], float, str | None]:
     return sorted(reports, key=lambda r: r.rank), time.monotonic() - start, hang
 
 
+def _report_from_json(payload: str) -> RankReport:
+    data = json.loads(payload)
+    data["running_by_tick"] = {int(tick): count for tick, count in data["running_by_tick"].items()}  # JSON keys are str
+    return RankReport(**data)
+
+
 def spread(reports: list[RankReport]) -> dict[str, float]:
-    ticks = set.intersection(*(set(map(int, r.running_by_tick)) for r in reports)) if reports else set()
-    gaps = [
-        max(r.running_by_tick[str(t)] if str(t) in r.running_by_tick else r.running_by_tick[t] for r in reports)
-        - min(r.running_by_tick[str(t)] if str(t) in r.running_by_tick else r.running_by_tick[t] for r in reports)
-        for t in sorted(ticks)
-    ]
+    """Max-min of the running counts across ranks, over the active steps every rank took."""
+    if not reports:
+        return {"mean": 0.0, "p95": 0.0, "max": 0.0}
+    ticks = sorted(set.intersection(*(set(r.running_by_tick) for r in reports)))
+    gaps = sorted(
+        max(r.running_by_tick[t] for r in reports) - min(r.running_by_tick[t] for r in reports) for t in ticks
+    )
     if not gaps:
         return {"mean": 0.0, "p95": 0.0, "max": 0.0}
-    gaps.sort()
     return {"mean": statistics.fmean(gaps), "p95": float(gaps[int(0.95 * (len(gaps) - 1))]), "max": float(gaps[-1])}
 
 

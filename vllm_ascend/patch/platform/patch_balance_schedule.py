@@ -50,13 +50,13 @@ class BalanceDPEngineCoreProc(_OriginalDPEngineCoreProc):  # type: ignore[misc, 
 
 def _balance_run_engine_core(*args: Any, dp_rank: int = 0, local_dp_rank: int = 0, **kwargs: Any) -> Any:
     if _balance_scheduling_enabled(kwargs.get("vllm_config")):
-        _engine_core_mod.DPEngineCoreProc = BalanceDPEngineCoreProc
+        _engine_core_mod.DPEngineCoreProc = BalanceDPEngineCoreProc  # type: ignore[misc]
     else:
-        _engine_core_mod.DPEngineCoreProc = _OriginalDPEngineCoreProc
+        _engine_core_mod.DPEngineCoreProc = _OriginalDPEngineCoreProc  # type: ignore[misc]
     return _OriginalRunEngineCore(*args, dp_rank=dp_rank, local_dp_rank=local_dp_rank, **kwargs)
 
 
 # Scheduler is resolved by module-global name when scheduler_cls is unset (the PD-mixed path);
 # schedulers chosen through scheduler_cls bypass this name, which is intended.
-_sched_mod.Scheduler = BalanceScheduler
+_sched_mod.Scheduler = BalanceScheduler  # type: ignore[misc]
 _engine_core_mod.EngineCoreProc.run_engine_core = staticmethod(_balance_run_engine_core)
