@@ -233,7 +233,7 @@ def run(args: argparse.Namespace) -> tuple[list[RankReport], float, str | None]:
             if any(r.error for r in reports):
                 raise RuntimeError(f"dp_sim harness failure: {next(r.error for r in reports if r.error)}")
             if any(r.hang for r in reports):
-                hang = next(r.hang for r in reports if r.hang)
+                hang = _describe_hang(reports, results, procs)
                 break
     finally:
         for p in procs:  # never leave processes behind, whatever happened
@@ -242,6 +242,18 @@ def run(args: argparse.Namespace) -> tuple[list[RankReport], float, str | None]:
                 p.kill()
                 p.join()
     return sorted(reports, key=lambda r: r.rank), time.monotonic() - start, hang
+
+
+def _describe_hang(reports: list[RankReport], results: Any, procs: list[Any]) -> str:
+    """The hang as the rank that timed out saw it; peers that merely lost the connection follow."""
+    grace = time.monotonic() + 3.0
+    while time.monotonic() < grace and len(reports) < len(procs):
+        try:
+            reports.append(_report_from_json(results.get(timeout=0.2)))
+        except Exception:  # queue.Empty
+            continue
+    hangs = sorted((r.hang for r in reports if r.hang), key=lambda h: "Timed out" not in h)
+    return hangs[0] + (f" (+{len(hangs) - 1} rank(s) failed after it)" if len(hangs) > 1 else "")
 
 
 def _report_from_json(payload: str) -> RankReport:
