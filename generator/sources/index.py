@@ -105,13 +105,10 @@ class RangeReader:
         self._size = size if size is not None else self._probe_size()
 
     def _probe_size(self) -> int:
-        _body, total = self._fetch_range(-1)
+        _body, total = self._fetch_range("bytes=-1")
         return total
 
-    def _fetch_range(self, start: int, end: int | None = None) -> tuple[bytes, int]:
-        spec = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
-        if start < 0:
-            spec = f"bytes={start}"
+    def _fetch_range(self, spec: str) -> tuple[bytes, int]:
         request = urllib.request.Request(self.url, headers={"Range": spec})
         try:
             with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
@@ -146,8 +143,13 @@ class RangeReader:
             return b""
         data = self._cached(self._pos, end)
         if data is None:
-            start = max(0, min(self._pos, end - self._MIN_FETCH))
-            body, _ = self._fetch_range(start, end)
+            start, stop = self._pos, end
+            if stop - start < self._MIN_FETCH:
+                if stop == self._size:  # the zip's tail: its end records sit just before
+                    start = max(0, stop - self._MIN_FETCH)
+                else:  # a member's header: its data follows
+                    stop = min(self._size, start + self._MIN_FETCH)
+            body, _ = self._fetch_range(f"bytes={start}-{stop - 1}")
             self._spans.append((start, body))
             data = body[self._pos - start : end - start]
         self._pos = end
