@@ -58,6 +58,9 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except PatchgenError as error:
             _fail(error)
+        except OSError as error:  # e.g. a read-only or full disk while writing: still one line, exit 2
+            where = f" {error.filename}" if error.filename else ""
+            _fail(UsageError(f"cannot access{where} ({error.strerror or error}): check the path and its permissions"))
 
 
 @dataclass(frozen=True)

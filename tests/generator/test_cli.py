@@ -187,3 +187,10 @@ def test_python_dash_m_generator_is_the_same_cli() -> None:
     assert result.returncode == 0
     for command in ("regen", "check", "verify", "bump", "matrix"):
         assert command in result.stdout
+
+
+def test_an_os_error_while_writing_is_one_line_and_exit_2(project: Path) -> None:
+    # /proc is a real filesystem that refuses new files, even for root.
+    result = run(project, "regen", "--output", "/proc/balance_scheduler.py")
+    assert result.exit_code == 2
+    assert "cannot access" in _one_error_line(result)
