@@ -75,14 +75,20 @@ def arrival_plan(seed: int, ranks: int, steps: int) -> dict[int, list[tuple[int,
 def _rank_main(rank: int, args: argparse.Namespace, port: int, results: Any) -> None:
     import torch.distributed as dist
 
+    import vllm_ascend.patch.platform.patch_balance_schedule as patch
     from vllm_ascend.tools import vllm_objects as vo
 
     report = RankReport(rank=rank, placement=args.placement)
-    timeout = datetime.timedelta(seconds=args.timeout)
-    store = dist.TCPStore("127.0.0.1", port, args.ranks, rank == 0, timeout=timeout)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=args.ranks, timeout=timeout)
+    # Start-up (imports, vLLM's model inspection) takes ranks different times on a loaded machine:
+    # the default group waits long for that; the loop runs on a group with the short timeout.
+    setup = datetime.timedelta(seconds=max(300.0, args.timeout))
+    store = dist.TCPStore("127.0.0.1", port, args.ranks, rank == 0, timeout=setup)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=args.ranks, timeout=setup)
+    dp_group = dist.new_group(list(range(args.ranks)), backend="gloo", timeout=datetime.timedelta(seconds=args.timeout))
     try:
-        _loop(rank, args, report, dist.group.WORLD, vo)
+        scheduler, engine = _build(args, dp_group, patch, vo)
+        dist.barrier()  # every rank is built: from here on a stuck collective is a hang
+        _loop(rank, args, report, scheduler, engine, vo)
     except RuntimeError as exc:  # gloo's timeout, or a peer that gave up on the same collective
         first = (str(exc).splitlines() or [""])[0][:200]
         report.hang = (
@@ -101,9 +107,7 @@ def _rank_main(rank: int, args: argparse.Namespace, port: int, results: Any) -> 
     os._exit(1 if failed else 0)  # don't wait on peers stuck in a collective
 
 
-def _loop(rank: int, args: argparse.Namespace, report: RankReport, group: Any, vo: Any) -> None:
-    import vllm_ascend.patch.platform.patch_balance_schedule as patch
-
+def _build(args: argparse.Namespace, group: Any, patch: Any, vo: Any) -> tuple[Any, Any]:
     config = vo.make_vllm_config(
         max_num_seqs=CAP,
         max_num_batched_tokens=256,
@@ -112,12 +116,15 @@ def _loop(rank: int, args: argparse.Namespace, report: RankReport, group: Any, v
     )
     scheduler = vo.make_scheduler(patch.BalanceScheduler, config, num_blocks=4096)
     engine_cls = patch.BalanceDPEngineCoreProc if args.placement == "sync" else patch._OriginalDPEngineCoreProc
-    engine = object.__new__(engine_cls)  # no model executor here: the loop below plays its part
+    engine = object.__new__(engine_cls)  # no model executor here: the loop plays its part
     engine.step_counter, engine.current_wave = 0, 0
     engine.pending_pause, engine.ignore_start_dp_wave, engine.engines_running = False, False, False
     engine.dp_group, engine.scheduler = group, scheduler
     scheduler.dp_group = group
+    return scheduler, engine
 
+
+def _loop(rank: int, args: argparse.Namespace, report: RankReport, scheduler: Any, engine: Any, vo: Any) -> None:
     gathers = 0
     real_gather = scheduler.balance_gather
 
