@@ -81,13 +81,22 @@ def _exactly_once(func: ast.FunctionDef, spec: str, label: str) -> _Located:
     return _Located(*hits[0])
 
 
-def _lines(text: str, func: ast.FunctionDef) -> list[str]:
+def _span(node: ast.stmt) -> set[int]:
+    return set(range(node.lineno, node.end_lineno + 1))  # type: ignore[operator]
+
+
+def _text(source: str, func: ast.FunctionDef, *, drop: set[int], mask: set[int]) -> list[str]:
+    """The function's lines without ``drop``; ``mask`` lines become one ``<delta 3>`` marker."""
+    lines = source.splitlines()
     first = min([func.lineno, *(d.lineno for d in func.decorator_list)])
-    return text.splitlines()[first - 1 : func.end_lineno]
-
-
-def _collapse(lines: list[str]) -> list[str]:
-    return [t for i, t in enumerate(lines) if not (t == "<delta 3>" and i and lines[i - 1] == t)]
+    out: list[str] = []
+    for n in range(first, func.end_lineno + 1):  # type: ignore[operator]
+        if n in drop:
+            continue
+        line = "<delta 3>" if n in mask else lines[n - 1]
+        if not (line == "<delta 3>" and out and out[-1] == line):
+            out.append(line)
+    return out
 
 
 def verify(generated: str, upstream: str) -> None:
@@ -98,7 +107,6 @@ def verify(generated: str, upstream: str) -> None:
         raise VerificationFailed(f"generated file does not parse (line {exc.lineno}): run `make regen`") from None
     gen = _method(gen_tree, None)
     up = _method(ast.parse(upstream), UPSTREAM_CLASS)
-    gen_offset = min([gen.lineno, *(d.lineno for d in gen.decorator_list)])
 
     # Delta 1: first statement of the body, forwarding exactly upstream's parameters.
     d1 = _exactly_once(gen, _forwarding_spec(up), "delta 1 (disabled-path early return)")
@@ -111,31 +119,14 @@ def verify(generated: str, upstream: str) -> None:
         raise VerificationFailed("delta 2 does not directly follow the running-cap break: run `make regen`")
     # Delta 3: where upstream has the assert.
     d3 = _exactly_once(gen, _spec(_QUEUE_BREAK), "delta 3 (request_queue None break)")
-    if len(_find(up, _spec(_QUEUE_ASSERT))) != 1:
+    up_asserts = _find(up, _spec(_QUEUE_ASSERT))
+    if len(up_asserts) != 1:
         raise VerificationFailed("upstream schedule() does not have exactly one `assert request_queue is not None`")
+    up_node = _Located(*up_asserts[0]).node
 
     # Text: drop delta 1/2 lines, mask delta 3 and upstream's assert, then compare line by line.
-    lines = generated.splitlines()
-    dropped = set()
-    for node in (d1.node, d2.node):
-        dropped |= set(range(node.lineno, node.end_lineno + 1))  # type: ignore[operator]
-    masked = {n: "<delta 3>" for n in range(d3.node.lineno, d3.node.end_lineno + 1)}  # type: ignore[operator]
-    gen_text = [
-        masked.get(n, lines[n - 1])
-        for n in range(gen_offset, gen.end_lineno + 1)  # type: ignore[operator]
-        if n not in dropped
-    ]
-    up_block, up_index = _find(up, _spec(_QUEUE_ASSERT))[0]
-    up_node = up_block[up_index]
-    up_lines = upstream.splitlines()
-    up_first = min([up.lineno, *(d.lineno for d in up.decorator_list)])
-    up_masked = set(range(up_node.lineno, up_node.end_lineno + 1))  # type: ignore[operator]
-    up_text = [
-        "<delta 3>" if n in up_masked else up_lines[n - 1]
-        for n in range(up_first, up.end_lineno + 1)  # type: ignore[operator]
-    ]
-    # One marker per side: delta 3 spans two lines, upstream's assert one (or more).
-    gen_text, up_text = _collapse(gen_text), _collapse(up_text)
+    gen_text = _text(generated, gen, drop=_span(d1.node) | _span(d2.node), mask=_span(d3.node))
+    up_text = _text(upstream, up, drop=set(), mask=_span(up_node))
     if gen_text != up_text:
         for i, (g, u) in enumerate(zip(gen_text, up_text, strict=False)):
             if g != u:
@@ -146,8 +137,8 @@ def verify(generated: str, upstream: str) -> None:
         raise VerificationFailed(
             f"schedule() has {len(gen_text)} lines without the deltas, upstream has {len(up_text)}: run `make regen`"
         )
-    indent_gen = lines[d3.node.lineno - 1][: d3.node.col_offset]
-    indent_up = up_lines[up_node.lineno - 1][: up_node.col_offset]
+    indent_gen = generated.splitlines()[d3.node.lineno - 1][: d3.node.col_offset]
+    indent_up = upstream.splitlines()[up_node.lineno - 1][: up_node.col_offset]
     if indent_gen != indent_up:
         raise VerificationFailed("delta 3 is not indented like upstream's assert: run `make regen`")
 
