@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import datetime
 import multiprocessing as mp
-import socket
 import statistics
 import time
 from typing import Any
 
 from benchmarks.common import table
+from vllm_ascend.tools.dp_sim import free_port
 
 GROUP_SIZES = (2, 4, 8)
 ITERS = 300
@@ -63,18 +63,12 @@ def _rank(rank: int, world: int, port: int, results: Any) -> None:
     dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def run() -> str:
     ctx = mp.get_context("spawn")
     rows = []
     for world in GROUP_SIZES:
         results = ctx.Queue()
-        port = _free_port()
+        port = free_port()
         procs = [ctx.Process(target=_rank, args=(r, world, port, results)) for r in range(world)]
         for p in procs:
             p.start()

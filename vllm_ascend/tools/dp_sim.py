@@ -17,6 +17,7 @@ must hang; a collective timeout detects it and every process is ended.
 from __future__ import annotations
 
 import argparse
+import bisect
 import datetime
 import json
 import multiprocessing as mp
@@ -124,6 +125,11 @@ def _build(args: argparse.Namespace, group: Any, patch: Any, vo: Any) -> tuple[A
     return scheduler, engine
 
 
+def _gate_closed(scheduler: Any) -> bool:
+    """What the gate in schedule() reads: the gathered leader equals the cap."""
+    return bool(scheduler._balance_enabled) and max(t.item() for t in scheduler.balance_queue) == CAP
+
+
 def _loop(rank: int, args: argparse.Namespace, report: RankReport, scheduler: Any, engine: Any, vo: Any) -> None:
     gathers = 0
     real_gather = scheduler.balance_gather
@@ -156,10 +162,10 @@ def _loop(rank: int, args: argparse.Namespace, report: RankReport, scheduler: An
             if jitter.random() < SPURIOUS_WAKE and args.placement == "before-sync":
                 scheduler.balance_gather()  # runs before the idle `continue` (lesson B)
                 # idle iteration: upstream takes the `continue`
-            upcoming = [t for t in ticks if t >= tick]
-            if not upcoming or upcoming[0] >= args.steps:
+            following = bisect.bisect_left(ticks, tick)
+            if following == len(ticks) or ticks[following] >= args.steps:
                 break  # every rank is idle here with the same plan: all stop together
-            tick = upcoming[0]
+            tick = ticks[following]
             if not arrive(tick):
                 time.sleep(jitter.random() * 0.005)  # START_DP_WAVE reaches ranks at different times
                 engine.engines_running = True
@@ -170,13 +176,12 @@ def _loop(rank: int, args: argparse.Namespace, report: RankReport, scheduler: An
         executed = False
         if args.placement == "before-sync":
             scheduler.balance_gather()
-        # What the gate in schedule() will read this step.
-        frozen = scheduler._balance_enabled and max(t.item() for t in scheduler.balance_queue) == CAP
+        frozen = _gate_closed(scheduler)
         before = {r.request_id for r in scheduler.running}
         if scheduler.has_requests():
             if args.placement == "schedule":
                 scheduler.balance_gather()  # inside schedule() (lesson A): drained ranks skip it
-                frozen = max(t.item() for t in scheduler.balance_queue) == CAP
+                frozen = _gate_closed(scheduler)
             out = scheduler.schedule()
             scheduler.update_from_output(out, vo.fake_model_output(out, scheduler))
             executed = out.total_num_scheduled_tokens > 0
@@ -205,7 +210,7 @@ def _loop(rank: int, args: argparse.Namespace, report: RankReport, scheduler: An
     report.finished = serial - scheduler.get_num_unfinished_requests()
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -215,7 +220,7 @@ def run(args: argparse.Namespace) -> tuple[list[RankReport], float, str | None]:
     """Run all ranks; return their reports, the wall time, and a hang description (or None)."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    port = _free_port()
+    port = free_port()
     procs = [ctx.Process(target=_rank_main, args=(r, args, port, results), daemon=True) for r in range(args.ranks)]
     start = time.monotonic()
     for p in procs:
