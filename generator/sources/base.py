@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -10,6 +11,11 @@ UPSTREAM_PATH = "vllm/v1/core/sched/scheduler.py"
 
 # Sources report slow steps (network fetches) through this; the CLI prints them on stderr.
 Progress = Callable[[str], None]
+
+
+def record_digest(data: bytes) -> str:
+    """A file's hash as a wheel's RECORD writes it (PEP 376/427): urlsafe base64, no padding."""
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
 def no_progress(_: str) -> None:

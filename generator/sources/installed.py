@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from importlib import metadata
 from pathlib import Path
 
 from generator.errors import SourceUnavailable
 from generator.pin import version_of
-from generator.sources.base import UPSTREAM_PATH, UpstreamFile
+from generator.sources.base import UPSTREAM_PATH, UpstreamFile, record_digest
 
 
 def installed_version() -> str | None:
@@ -45,8 +43,7 @@ def fetch(tag: str) -> UpstreamFile:
             "reinstall it from the package index or use --source release"
         )
     data = Path(entry.locate()).read_bytes()
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    if digest != entry.hash.value:
+    if record_digest(data) != f"sha256={entry.hash.value}":
         # A locally edited site-packages must never become "upstream".
         raise SourceUnavailable(
             f"installed {UPSTREAM_PATH} does not match its RECORD hash (edited locally?): "

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import base64
 import csv
-import hashlib
 import io
 import zipfile
 
 from generator.errors import SourceUnavailable
 from generator.pin import version_of
 from generator.sources import index
-from generator.sources.base import UPSTREAM_PATH, Progress, UpstreamFile, no_progress
+from generator.sources.base import UPSTREAM_PATH, Progress, UpstreamFile, no_progress, record_digest
 
 
 def choose_wheel(files: list[index.IndexFile], version: str) -> index.IndexFile:
@@ -51,8 +49,7 @@ def _check_record(record: bytes, data: bytes, wheel: str) -> None:
     for row in csv.reader(io.StringIO(record.decode("utf-8"))):
         if row and row[0] == UPSTREAM_PATH:
             expected = row[1]
-    digest = "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    if expected != digest:
+    if expected != record_digest(data):
         raise SourceUnavailable(
             f"{UPSTREAM_PATH} in {wheel} does not match the wheel's RECORD hash: "
             "the download is corrupt or tampered with; retry, or use --source git"
