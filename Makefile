@@ -44,9 +44,9 @@ pytest: $(VENV)/.vllm-$(VLLM_VERSION)
 test: $(VENV)/.vllm-$(VLLM_VERSION) lint check verify pytest
 
 dp-sim: $(VENV)/.vllm-$(VLLM_VERSION)
-	$(BIN)/python -m vllm_ascend.tools.dp_sim --ranks 4 --steps 10000 --seed 1 --compare
-	$(BIN)/python -m vllm_ascend.tools.dp_sim --ranks 4 --steps 2000 --seed 1 --timeout 10 --placement schedule --expect-hang
-	$(BIN)/python -m vllm_ascend.tools.dp_sim --ranks 4 --steps 2000 --seed 1 --timeout 10 --placement before-sync --expect-hang
+	$(BIN)/python -m balance_dev.dp_sim --ranks 4 --steps 10000 --seed 1 --compare
+	$(BIN)/python -m balance_dev.dp_sim --ranks 4 --steps 2000 --seed 1 --timeout 10 --placement schedule --expect-hang
+	$(BIN)/python -m balance_dev.dp_sim --ranks 4 --steps 2000 --seed 1 --timeout 10 --placement before-sync --expect-hang
 
 bench: $(VENV)/.vllm-$(VLLM_VERSION)
 	$(BIN)/python -m benchmarks.run

@@ -8,8 +8,8 @@ import statistics
 import time
 from typing import Any
 
+from balance_dev.dp_sim import free_port
 from benchmarks.common import table
-from vllm_ascend.tools.dp_sim import free_port
 
 GROUP_SIZES = (2, 4, 8)
 ITERS = 300

@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
+from balance_dev import vllm_objects as vo
 from benchmarks.common import table
-from vllm_ascend.tools import vllm_objects as vo
 
 CAP = 256
 DP_SIZES = (2, 8, 32, 128)

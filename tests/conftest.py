@@ -12,11 +12,11 @@ os.environ.setdefault("SETUPTOOLS_USE_DISTUTILS", "stdlib")
 
 import pytest
 
+from balance_dev.project_files import REPO_ROOT
 from generator.pin import PIN_FILE, read_pin
 from generator.sources import installed, release
 from generator.sources.base import UpstreamFile
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 # A released tag older than any pin this project will carry: the signature is still
 # ``schedule(self)`` there, which exercises delta 1's forwarding on real upstream text.
 OLDER_TAG = "v0.23.0"
@@ -56,8 +56,3 @@ def project(tmp_path: Path) -> Path:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO_ROOT / rel, tmp_path / rel)
     return tmp_path
-
-
-def snapshot(root: Path) -> dict[str, bytes]:
-    """Every file under root, to prove a failing command left them all as they were."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}

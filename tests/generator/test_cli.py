@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from balance_dev.project_files import REPO_ROOT, snapshot
+from balance_dev.upstream_repo import build_vllm_repo
 from generator.cli import main
 from generator.pin import PIN_FILE
 from generator.sources.base import UpstreamFile
-from tests.conftest import REPO_ROOT, snapshot
-from tests.upstream_repo import build_vllm_repo
 
 OUTPUT = Path("generated/balance_scheduler.py")
 

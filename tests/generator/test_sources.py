@@ -15,6 +15,7 @@ from pathlib import Path
 import git
 import pytest
 
+from balance_dev.upstream_repo import build_vllm_repo
 from generator import pipeline
 from generator.errors import SourceUnavailable
 from generator.pin import version_of
@@ -22,7 +23,6 @@ from generator.sources import cache, installed, release
 from generator.sources import git as git_source
 from generator.sources.base import UPSTREAM_PATH, UpstreamFile
 from generator.sources.resolve import SourceKind, fetch_upstream
-from tests.upstream_repo import build_vllm_repo
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,19 +29,3 @@ def _no_global_ascend_config() -> Iterator[None]:
     ascend_config.clear_ascend_config()
     yield
     ascend_config.clear_ascend_config()
-
-
-def summarize(out: Any) -> dict[str, Any]:
-    """Everything in a SchedulerOutput that says who runs, resumes, is preempted, and with what."""
-    cached = out.scheduled_cached_reqs
-    return {
-        "new": [(r.req_id, r.num_computed_tokens, r.block_ids) for r in out.scheduled_new_reqs],
-        "cached": [dataclasses.asdict(cached)] if dataclasses.is_dataclass(cached) else [repr(cached)],
-        "tokens": dict(out.num_scheduled_tokens),
-        "total": out.total_num_scheduled_tokens,
-        "spec": dict(out.scheduled_spec_decode_tokens),
-        "encoder": dict(out.scheduled_encoder_inputs),
-        "preempted": sorted(out.preempted_req_ids or ()),
-        "finished": sorted(out.finished_req_ids),
-        "kv_connector_metadata": out.kv_connector_metadata,
-    }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from vllm.config import KVTransferConfig
 
+from balance_dev.vllm_objects import balance_config, make_vllm_config
 from vllm_ascend.ascend_config import (
     AscendConfigError,
     balance_scheduling_enabled,
@@ -13,7 +14,6 @@ from vllm_ascend.ascend_config import (
     parse_additional_config,
 )
 from vllm_ascend.platform import check_and_update_config
-from vllm_ascend.tools.vllm_objects import balance_config, make_vllm_config
 
 
 @pytest.mark.parametrize(

@@ -11,13 +11,13 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from tests.runtime.conftest import summarize
-from vllm_ascend.tools.vllm_objects import (
+from balance_dev.vllm_objects import (
     balance_config,
     fake_model_output,
     make_request,
     make_scheduler,
     make_vllm_config,
+    summarize,
 )
 
 # (arrival step, request id, prompt length, max tokens)

@@ -7,7 +7,7 @@ import argparse
 import psutil
 import pytest
 
-from vllm_ascend.tools import dp_sim
+from balance_dev import dp_sim
 
 
 def _args(placement: str, **overrides: object) -> argparse.Namespace:

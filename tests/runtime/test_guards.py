@@ -15,8 +15,8 @@ import pytest
 import vllm.v1.core.sched.scheduler as sched_mod
 import vllm.v1.engine.core as engine_mod
 
+from balance_dev.vllm_objects import balance_config, make_vllm_config
 from vllm_ascend.core.balance_scheduler_base import BalanceSchedulerBase
-from vllm_ascend.tools.vllm_objects import balance_config, make_vllm_config
 
 GENERATED = Path(__file__).resolve().parents[2] / "generated" / "balance_scheduler.py"
 
@@ -108,7 +108,7 @@ def test_vllm_plugin_loader_installs_the_patch_in_a_fresh_process() -> None:
 
 
 def test_every_attribute_the_copied_body_reads_exists_on_a_real_scheduler(patch_mod: Any) -> None:
-    from vllm_ascend.tools.vllm_objects import make_scheduler
+    from balance_dev.vllm_objects import make_scheduler
 
     tree = ast.parse(GENERATED.read_text())
     schedule = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "schedule")

@@ -6,6 +6,7 @@ shape. Everything else (configs, KV cache manager, requests, scheduler) is vLLM'
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -144,3 +145,19 @@ def fake_model_output(out: SchedulerOutput, scheduler: Any, *, token: int = 100)
     return ModelRunnerOutput(
         req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)}, sampled_token_ids=sampled
     )
+
+
+def summarize(out: Any) -> dict[str, Any]:
+    """Everything in a SchedulerOutput that says who runs, resumes, is preempted, and with what."""
+    cached = out.scheduled_cached_reqs
+    return {
+        "new": [(r.req_id, r.num_computed_tokens, r.block_ids) for r in out.scheduled_new_reqs],
+        "cached": [dataclasses.asdict(cached)] if dataclasses.is_dataclass(cached) else [repr(cached)],
+        "tokens": dict(out.num_scheduled_tokens),
+        "total": out.total_num_scheduled_tokens,
+        "spec": dict(out.scheduled_spec_decode_tokens),
+        "encoder": dict(out.scheduled_encoder_inputs),
+        "preempted": sorted(out.preempted_req_ids or ()),
+        "finished": sorted(out.finished_req_ids),
+        "kv_connector_metadata": out.kv_connector_metadata,
+    }

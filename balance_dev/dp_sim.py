@@ -11,7 +11,7 @@ sometimes spuriously (utility calls, stale wave messages) for one idle iteration
 ``schedule`` (seed lesson A) or ``before-sync`` (seed lesson B, in the engine step). The last two
 must hang; a collective timeout detects it and every process is ended.
 
-    python -m vllm_ascend.tools.dp_sim --ranks 4 --steps 10000 --seed 1
+    python -m balance_dev.dp_sim --ranks 4 --steps 10000 --seed 1
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def _rank_main(rank: int, args: argparse.Namespace, port: int, results: Any) -> 
     import torch.distributed as dist
 
     import vllm_ascend.patch.platform.patch_balance_schedule as patch
-    from vllm_ascend.tools import vllm_objects as vo
+    from balance_dev import vllm_objects as vo
 
     report = RankReport(rank=rank, placement=args.placement)
     # Start-up (imports, vLLM's model inspection) takes ranks different times on a loaded machine:
@@ -312,7 +312,7 @@ def format_report(args: argparse.Namespace, reports: list[RankReport], wall: flo
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vllm_ascend.tools.dp_sim", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m balance_dev.dp_sim", description=__doc__.split("\n\n")[0])
     parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--steps", type=int, default=10000)
     parser.add_argument("--seed", type=int, default=1)
