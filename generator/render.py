@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import jinja2
 import libcst as cst
@@ -12,7 +11,9 @@ from generator.deltas import DELTAS
 from generator.imports import ImportBlock
 from generator.sources.base import UPSTREAM_PATH
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+# Loaded through the package, so an installed wheel (or a pre-commit hook venv) finds it as package data.
+TEMPLATE_PACKAGE = "generator"
+TEMPLATE_DIR = "templates"
 TEMPLATE_NAME = "balance_scheduler.py.j2"
 CLASS_NAME = "BalanceScheduler"
 BASE_MODULE = "vllm_ascend.core.balance_scheduler_base"
@@ -56,7 +57,7 @@ def license_lines(upstream_text: str) -> list[str]:
 
 def render_module(*, tag: str, sha256: str, upstream_text: str, class_src: str, imports: ImportBlock) -> str:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
+        loader=jinja2.PackageLoader(TEMPLATE_PACKAGE, TEMPLATE_DIR),
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
