@@ -1,0 +1,582 @@
+"""The simulator: a DP group in lockstep, a real vLLM scheduler per rank, vLLM's routing, simulated time.
+
+What each part mirrors in the pinned vLLM (v0.24.0, ``vllm/v1/engine/...``):
+
+- the engine loop, ``core.py`` ``DPEngineCoreProc.run_busy_loop``: input (requests routed while the
+  previous step ran reach their engine now), ``_maybe_publish_request_counts`` before and after the
+  step, the step (``schedule()`` or, on a rank without requests, a dummy batch), then
+  ``_has_global_unfinished_reqs`` (step counter; the finish all-reduce every 32 steps, so a drained
+  group keeps stepping dummy batches up to the next multiple of 32 before the wave ends and the counter
+  resets). The balance gather's result is handed to every rank right after that sync (the shipped
+  placement); no collective is needed in one process. An idle group waits for the next arrival
+  (START_DP_WAVE is taken as instantaneous).
+- ``throttle``: the flag passed to ``schedule()`` is vLLM's own ``DPEngineCoreProc._should_throttle_prefills``
+  called on a stub holding ``prefill_schedule_interval`` and ``step_counter``.
+- routing ``score``: vLLM's own ``DPLBAsyncMPClient.get_core_engine_for_request`` called on a stub client
+  (``waiting * 4 + running``, the local ``+= client_count`` bump between snapshots); its ``lb_engines`` is
+  replaced by the coordinator's publication (``coordinator.py`` ``DPCoordinatorProc.process_input_socket``:
+  at most every ``stats_update_interval_ms`` when any engine published since, else every 5 s), whose
+  counts are the engines' latest ``get_request_counts()`` publications.
+- one lockstep step lasts the slowest rank's forward plus the shared expert work (``CostModel``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import random
+import statistics
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+BALANCE_MODES = ("off", "on", "throttle", "on+throttle")
+ARRIVALS = ("closed", "poisson", "bursty", "trace")
+ROUTINGS = ("score", "rr", "random")
+ALLREDUCE_EVERY = 32  # core.py DPEngineCoreProc._has_global_unfinished_reqs: `self.step_counter % 32`
+HEARTBEAT_S = 5.0  # coordinator.py: unchanged stats are re-published every 5000 ms
+
+
+# --------------------------------------------------------------------------------------------------
+# Step time
+
+
+@dataclass(frozen=True)
+class RankLoad:
+    """What one rank carries in one forward: scheduled tokens, of which prompt tokens, and KV read."""
+
+    tokens: int = 0
+    prefill_tokens: int = 0
+    context: int = 0  # sum over scheduled requests of their context length after this step
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Lockstep MoE step time. Defaults: see README "When to enable balance scheduling".
+
+    Cited: DeepSeek's published V3/R1 serving statistics (open-infra-index, "Day 6: Inference System
+    Overview", H800, EP across nodes): 73.7k prefill tokens/s per 8-GPU node, i.e. about 0.11 ms per
+    prompt token per GPU (``token_ms + expert_token_ms``), and 20-22 output tokens/s per user, i.e. a
+    decode step of about 45-50 ms (``base_ms`` + a full batch's token and attention terms).
+    Assumed: the split of the 0.11 ms between the rank's own layers (attention, dense: ``token_ms``)
+    and the experts spread over the group (``expert_token_ms``), the attention cost per context token
+    (``context_us``), and the extra cost of a step that carries prefill (``prefill_ms``: decode-only
+    steps replay a captured graph, mixed steps do not).
+    """
+
+    base_ms: float = 35.0  # per step, every rank (weights read, all-to-all latency, launch)
+    token_ms: float = 0.05  # per token scheduled on this rank
+    context_us: float = 0.5  # per context token this rank's attention reads
+    prefill_ms: float = 5.0  # once per rank that carries any prompt tokens
+    expert_token_ms: float = 0.06  # per token of the whole group, divided by DP (experts spread over EP)
+
+    def rank_ms(self, load: RankLoad) -> float:
+        return (
+            self.base_ms
+            + self.token_ms * load.tokens
+            + self.context_us * 1e-3 * load.context
+            + (self.prefill_ms if load.prefill_tokens else 0.0)
+        )
+
+    def step_s(self, loads: Sequence[RankLoad]) -> float:
+        """All ranks wait for the slowest (MoE all-to-all every layer); experts see everyone's tokens."""
+        total = sum(load.tokens for load in loads)
+        return (max(self.rank_ms(load) for load in loads) + self.expert_token_ms * total / len(loads)) / 1000.0
+
+    @classmethod
+    def flat(cls, ms: float = 40.0) -> CostModel:
+        """Every step costs the same, whatever it carries (the model in which balance cannot pay)."""
+        return cls(base_ms=ms, token_ms=0.0, context_us=0.0, prefill_ms=0.0, expert_token_ms=0.0)
+
+
+# --------------------------------------------------------------------------------------------------
+# Workload
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """Lognormal prompt and output lengths (medians and log-space sigmas), clipped to the model length."""
+
+    prompt_median: float = 400.0
+    prompt_sigma: float = 0.8
+    output_median: float = 100.0
+    output_sigma: float = 0.8
+    max_model_len: int = 2048  # balance_dev.vllm_objects.make_vllm_config
+
+    def draw(self, rng: random.Random) -> tuple[int, int]:
+        prompt = int(rng.lognormvariate(math.log(self.prompt_median), self.prompt_sigma))
+        prompt = min(max(prompt, 1), self.max_model_len * 3 // 4)
+        output = int(rng.lognormvariate(math.log(self.output_median), self.output_sigma))
+        return prompt, min(max(output, 1), self.max_model_len - prompt)
+
+
+Arrival = tuple[float, int, int]  # (time s, prompt tokens, output tokens)
+
+
+def poisson_times(rng: random.Random, rate: float, seconds: float) -> list[float]:
+    times, t = [], 0.0
+    while rate > 0:
+        t += rng.expovariate(rate)
+        if t >= seconds:
+            break
+        times.append(t)
+    return times
+
+
+def bursty_times(rng: random.Random, rate: float, seconds: float, burst_mean: float) -> list[float]:
+    """Compound Poisson: bursts at ``rate / burst_mean``, each a geometric number (mean ``burst_mean``)
+    of requests arriving together; the mean rate is ``rate``."""
+    p = 1.0 / burst_mean
+    times = []
+    for t in poisson_times(rng, rate / burst_mean, seconds):
+        size = 1 if p >= 1.0 else 1 + int(math.log(1.0 - rng.random()) / math.log(1.0 - p))
+        times.extend([t] * size)
+    return times
+
+
+def load_trace(path: str | Path) -> list[Arrival]:
+    """JSONL, one request a line: ``{"arrival_s": 0.5, "prompt_len": 300, "output_len": 80}``."""
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            rows.append((float(row["arrival_s"]), int(row["prompt_len"]), int(row["output_len"])))
+    return sorted(rows)
+
+
+# --------------------------------------------------------------------------------------------------
+# Routing
+
+
+class Router:
+    """Which engine a new request goes to. ``score`` is vLLM's own client code on a stub."""
+
+    def __init__(self, mode: str, dp: int, rng: random.Random) -> None:
+        if mode not in ROUTINGS:
+            raise ValueError(f"routing must be one of {ROUTINGS}")
+        self.mode, self.dp, self.rng, self.next_rr = mode, dp, rng, 0
+        # The attributes get_core_engine_for_request reads (core_client.py DPLBAsyncMPClient.__init__:
+        # eng_start_index = len(core_engines) * client_index // client_count = 0 for one front-end).
+        self.client = SimpleNamespace(
+            lb_engines=[[0, 0] for _ in range(dp)],
+            client_count=1,
+            eng_start_index=0,
+            core_engines=list(range(dp)),
+            reqs_in_flight={},
+        )
+
+    def choose(self, request_id: str) -> int:
+        if self.mode == "rr":
+            self.next_rr = (self.next_rr + 1) % self.dp
+            return (self.next_rr - 1) % self.dp
+        if self.mode == "random":
+            return self.rng.randrange(self.dp)
+        from vllm.v1.engine.core_client import DPLBAsyncMPClient
+
+        request = SimpleNamespace(request_id=request_id, data_parallel_rank=None, pooling_params=None)
+        return int(DPLBAsyncMPClient.get_core_engine_for_request(self.client, request))  # type: ignore[arg-type]
+
+    def snapshot(self, counts: Sequence[Sequence[int]]) -> None:
+        """A coordinator publication: replaces the counts, and with them the local bumps."""
+        self.client.lb_engines = [list(c) for c in counts]
+
+    def finished(self, request_id: str) -> None:
+        self.client.reqs_in_flight.pop(request_id, None)  # DPLBAsyncMPClient.process_engine_outputs
+
+
+class Coordinator:
+    """The coordinator's publications as the client sees them, evaluated lazily at routing time.
+
+    Engines publish ``[waiting, running]`` whenever their counts change (before and after each step);
+    the coordinator publishes the latest counts at instants ``k * interval`` if any engine published
+    since its last publication, else every 5 s. ``interval <= 0``: the client always sees the latest.
+    """
+
+    def __init__(self, interval_s: float, dp: int) -> None:
+        self.interval_s = interval_s
+        self.changes: deque[tuple[float, list[list[int]]]] = deque([(0.0, [[0, 0] for _ in range(dp)])])
+        self.last_publication = 0.0
+
+    def engines_published(self, t: float, counts: list[list[int]]) -> None:
+        if counts != self.changes[-1][1]:
+            self.changes.append((t, counts))
+
+    def refresh(self, t: float, router: Router) -> None:
+        if self.interval_s <= 0:
+            router.snapshot(self.changes[-1][1])
+            return
+        instant = math.floor(t / self.interval_s) * self.interval_s
+        if instant <= self.last_publication:
+            return
+        while len(self.changes) > 1 and self.changes[1][0] <= instant:
+            self.changes.popleft()  # keep the latest change at or before the instant, and later ones
+        changed_at, counts = self.changes[0]
+        if changed_at > self.last_publication or instant - self.last_publication >= HEARTBEAT_S:
+            router.snapshot(counts)
+            self.last_publication = instant
+
+
+# --------------------------------------------------------------------------------------------------
+# What the gate reads (the one place that knows the runtime's interface)
+
+
+def deliver_gather(ranks: Sequence[Any]) -> None:
+    """Hand every rank what the per-step gather would deliver: the end-of-step counts.
+
+    The runtime's interface is changing from ``balance_queue`` (one CPU int tensor per rank, the gate
+    takes their max) to ``balance_leader_running`` (the leader's count) with ``balance_running_count()``.
+    """
+    if hasattr(ranks[0], "balance_running_count"):
+        leader = max(r.balance_running_count() for r in ranks)
+        for s in ranks:
+            s.balance_leader_running = leader
+        return
+    counts = [len(r.running) for r in ranks]  # upstream's cap count at v0.24.0
+    for s in ranks:
+        for slot, count in zip(s.balance_queue, counts, strict=True):
+            slot.fill_(count)
+
+
+def leader_count(scheduler: Any) -> int:
+    if hasattr(scheduler, "balance_leader_running"):
+        return int(scheduler.balance_leader_running)
+    return max(int(t.item()) for t in scheduler.balance_queue)
+
+
+# --------------------------------------------------------------------------------------------------
+# The simulation
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    dp: int = 8
+    arrivals: str = "poisson"
+    load: float = 1.0  # open: x capacity_req_s; closed: x (dp * cap) requests in the system
+    routing: str = "score"
+    staleness_ms: float = 100.0  # vLLM's default min_stats_update_interval_ms
+    balance: str = "off"
+    seconds: float = 60.0
+    seed: int = 1
+    cap: int = 16  # max_num_seqs per rank
+    token_budget: int = 2048  # max_num_batched_tokens per rank
+    prefill_interval: int = 4  # prefill_schedule_interval for the throttle modes
+    burst_mean: float = 8.0
+    think_s: float = 0.0  # closed loop: delay before a finished client sends its next request
+    warmup_frac: float = 0.2
+    capacity_req_s: float | None = None  # balance-off saturated capacity, requests/s (open arrivals)
+    trace: str | None = None
+    cost: CostModel = field(default_factory=CostModel)
+    lengths: Lengths = field(default_factory=Lengths)
+
+    def __post_init__(self) -> None:
+        if self.balance not in BALANCE_MODES:
+            raise ValueError(f"balance must be one of {BALANCE_MODES}")
+        if self.arrivals not in ARRIVALS:
+            raise ValueError(f"arrivals must be one of {ARRIVALS}")
+        if self.arrivals == "trace" and not self.trace:
+            raise ValueError("arrivals=trace needs a trace file")
+
+
+@dataclass
+class _Req:
+    rid: str
+    arrival: float
+    prompt: int
+    output: int
+    rank: int = -1
+    first: float | None = None
+    last: float | None = None
+    emitted: int = 0
+    done: float | None = None
+
+
+@dataclass
+class _Step:
+    start: float
+    prefill: bool
+    frozen: bool
+    cap_hit: bool  # after the step, the leader is at the cap (what the gate reads next step)
+    spread: int
+    waiting: int
+    tokens_out: int
+
+
+def build_ranks(cfg: SimConfig) -> list[Any]:
+    """One scheduler per DP rank, built as the runtime tests build them (one shared config)."""
+    import vllm.v1.core.sched.scheduler as sched_mod
+
+    import vllm_ascend.patch.platform.patch_balance_schedule as patch
+    from balance_dev import vllm_objects as vo
+
+    enabled = cfg.balance in ("on", "on+throttle")
+    cls = patch.BalanceScheduler if enabled else sched_mod._balance_original_scheduler  # type: ignore[attr-defined]
+    config = vo.make_vllm_config(
+        max_num_seqs=cfg.cap,
+        max_num_batched_tokens=cfg.token_budget,
+        data_parallel_size=cfg.dp,
+        additional_config=vo.balance_config(True) if enabled else None,
+    )
+    # Room for every running request at the full model length: KV never preempts here.
+    blocks = cfg.cap * -(-cfg.lengths.max_model_len // vo.BLOCK_SIZE) + 16
+    ranks = [vo.make_scheduler(cls, config, num_blocks=blocks) for _ in range(cfg.dp)]
+    if enabled and not all(s._balance_enabled for s in ranks):
+        raise RuntimeError("balance did not enable on the BalanceScheduler (a global AscendConfig says off?)")
+    return ranks
+
+
+class Simulation:
+    def __init__(self, cfg: SimConfig) -> None:
+        from vllm.v1.engine.core import DPEngineCoreProc
+
+        self.cfg = cfg
+        self.ranks = build_ranks(cfg)
+        self.balance = cfg.balance in ("on", "on+throttle")
+        self.throttle = cfg.balance in ("throttle", "on+throttle")
+        self._should_throttle = DPEngineCoreProc._should_throttle_prefills
+        # The engine-side state the loop reads (core.py DPEngineCoreProc.__init__).
+        self.engine = SimpleNamespace(
+            prefill_schedule_interval=cfg.prefill_interval if self.throttle else 1, step_counter=0
+        )
+        self.engines_running = False
+        self.waves = 0
+        self.rng = random.Random(cfg.seed)
+        self.router = Router(cfg.routing, cfg.dp, random.Random(cfg.seed + 7))
+        self.coordinator = Coordinator(cfg.staleness_ms / 1000.0, cfg.dp)
+        self.reqs: dict[str, _Req] = {}
+        self.pending: list[_Req] = []  # routed, reaching their engine at its next loop iteration
+        self.arrivals: list[tuple[float, int, int, int]] = []  # heap: (time, serial, prompt, output)
+        self.serial = 0
+        self.steps: list[_Step] = []
+        self.t = 0.0
+        self.admitted_while_frozen = 0
+        self.max_running = 0
+        self.admitted = 0
+        self._seed_arrivals()
+
+    # -- arrivals ----------------------------------------------------------------------------------
+    def _push(self, t: float, prompt: int, output: int) -> None:
+        self.serial += 1
+        heapq.heappush(self.arrivals, (t, self.serial, prompt, output))
+
+    def _seed_arrivals(self) -> None:
+        cfg, rng = self.cfg, self.rng
+        if cfg.arrivals == "trace":
+            assert cfg.trace is not None
+            for t, prompt, output in load_trace(cfg.trace):
+                if t < cfg.seconds:
+                    self._push(t, min(prompt, cfg.lengths.max_model_len - 1), max(output, 1))
+            return
+        if cfg.arrivals == "closed":
+            for _ in range(self.closed_clients):
+                self._push(0.0, *cfg.lengths.draw(rng))
+            return
+        if not cfg.capacity_req_s:
+            raise ValueError("open arrivals need capacity_req_s (see measure_capacity)")
+        rate = cfg.load * cfg.capacity_req_s
+        if cfg.arrivals == "poisson":
+            times = poisson_times(rng, rate, cfg.seconds)
+        else:
+            times = bursty_times(rng, rate, cfg.seconds, cfg.burst_mean)
+        for t in times:
+            self._push(t, *cfg.lengths.draw(rng))
+
+    @property
+    def closed_clients(self) -> int:
+        return max(1, round(self.cfg.load * self.cfg.dp * self.cfg.cap))
+
+    def _route_until(self, t: float) -> None:
+        while self.arrivals and self.arrivals[0][0] <= t:
+            at, serial, prompt, output = heapq.heappop(self.arrivals)
+            rid = f"q{serial}"
+            self.coordinator.refresh(at, self.router)
+            req = _Req(rid, at, prompt, output, rank=self.router.choose(rid))
+            self.reqs[rid] = req
+            self.pending.append(req)
+
+    # -- the loop ----------------------------------------------------------------------------------
+    def _publish(self, t: float) -> None:
+        counts = []
+        for s in self.ranks:
+            running, waiting = s.get_request_counts()  # scheduler.py: (running, waiting + skipped)
+            counts.append([waiting, running])  # coordinator.py EngineState.request_counts order
+        self.coordinator.engines_published(t, counts)
+
+    def _idle(self) -> bool:
+        busy = any(s.has_unfinished_requests() for s in self.ranks)
+        return not self.engines_running and not self.pending and not busy
+
+    def run(self) -> dict[str, Any]:
+        from balance_dev import vllm_objects as vo
+
+        cfg = self.cfg
+        while self.t < cfg.seconds:
+            if self._idle():
+                if not self.arrivals or self.arrivals[0][0] >= cfg.seconds:
+                    break
+                self.t = self.arrivals[0][0]  # the group sleeps until a request wakes it
+                self._route_until(self.t)
+                self.engines_running = True  # START_DP_WAVE to the others
+            for req in self.pending:
+                self.ranks[req.rank].add_request(vo.make_request(req.rid, req.prompt, req.output))
+            self.pending = []
+            self._publish(self.t)
+            end = self._step()
+            self._publish(end)
+            self._route_until(end)
+            self.t = end
+        return self.metrics()
+
+    def _step(self) -> float:
+        from balance_dev import vllm_objects as vo
+
+        frozen = self.balance and leader_count(self.ranks[0]) == self.ranks[0].max_num_running_reqs
+        throttle = bool(self._should_throttle(self.engine))  # type: ignore[arg-type]
+        loads: list[RankLoad] = []
+        emitted: list[_Req] = []
+        for s in self.ranks:
+            if not s.has_requests():
+                loads.append(RankLoad())  # execute_dummy_batch: the forward still runs
+                continue
+            before = {r.request_id for r in s.running}
+            out = s.schedule(throttle)
+            admitted = sum(1 for r in s.running if r.request_id not in before)
+            self.admitted += admitted
+            if frozen and admitted:
+                self.admitted_while_frozen += admitted
+            tokens = prefill = context = 0
+            for rid, n in out.num_scheduled_tokens.items():
+                request = s.requests[rid]
+                computed = request.num_computed_tokens  # schedule() already advanced it
+                tokens += n
+                context += computed
+                if computed - n < request.num_prompt_tokens:
+                    prefill += n
+            loads.append(RankLoad(tokens, prefill, context))
+            model_output = vo.fake_model_output(out, s)
+            s.update_from_output(out, model_output)
+            for rid, sampled in zip(model_output.req_ids, model_output.sampled_token_ids, strict=True):
+                if sampled:
+                    emitted.append(self.reqs[rid])
+        end = self.t + self.cfg.cost.step_s(loads)
+        for req in emitted:
+            req.emitted += 1
+            req.last = end
+            if req.first is None:
+                req.first = end
+            if req.emitted >= req.output:
+                self._finish(req, end)
+        if self.balance:
+            deliver_gather(self.ranks)
+        # _has_global_unfinished_reqs, then the wave bookkeeping of run_busy_loop.
+        self.engine.step_counter += 1
+        if self.engine.step_counter % ALLREDUCE_EVERY == 0:
+            self.engines_running = any(s.has_unfinished_requests() for s in self.ranks)
+            if not self.engines_running:
+                self.waves += 1
+                self.engine.step_counter = 0
+        else:
+            self.engines_running = True
+        running = [len(s.running) for s in self.ranks]
+        self.max_running = max(self.max_running, *running)
+        self.steps.append(
+            _Step(
+                start=self.t,
+                prefill=any(load.prefill_tokens for load in loads),
+                frozen=frozen,
+                cap_hit=max(running) == self.ranks[0].max_num_running_reqs,
+                spread=max(running) - min(running),
+                waiting=sum(s.get_request_counts()[1] for s in self.ranks) + len(self.pending),
+                tokens_out=len(emitted),
+            )
+        )
+        return end
+
+    def _finish(self, req: _Req, t: float) -> None:
+        if req.rid in self.ranks[req.rank].requests:
+            raise RuntimeError(f"{req.rid}: emitted {req.emitted} tokens but the scheduler still holds it")
+        req.done = t
+        self.router.finished(req.rid)
+        if self.cfg.arrivals == "closed":
+            self._push(t + self.cfg.think_s, *self.cfg.lengths.draw(self.rng))
+
+    # -- metrics -----------------------------------------------------------------------------------
+    def metrics(self) -> dict[str, Any]:
+        cfg = self.cfg
+        horizon = cfg.seconds
+        warm = cfg.warmup_frac * horizon
+        measured = [r for r in self.reqs.values() if r.arrival >= warm]
+        # A request still without its first token at the horizon counts with a TTFT of at least
+        # horizon - arrival (censored): under overload the percentiles are lower bounds.
+        ttft = [(r.first if r.first is not None else horizon) - r.arrival for r in measured]
+        tpot = [
+            (r.last - r.first) / (r.emitted - 1)
+            for r in measured
+            if r.first is not None and r.last is not None and r.emitted > 1
+        ]
+        e2e = [r.done - r.arrival for r in measured if r.done is not None]
+        steps = [s for s in self.steps if s.start >= warm]
+        tokens_after_warm = sum(s.tokens_out for s in steps if s.start < horizon)
+        span = max(horizon - warm, 1e-9)
+        finished = [r for r in self.reqs.values() if r.done is not None]
+        in_system = sum(len(s.requests) for s in self.ranks) + len(self.pending)
+        quarter = [s.waiting for s in self.steps if s.start >= horizon / 4 and s.start < horizon / 2]
+        last = [s.waiting for s in self.steps if s.start >= 3 * horizon / 4]
+        q2 = statistics.fmean(quarter) if quarter else 0.0
+        q4 = statistics.fmean(last) if last else 0.0
+        return {
+            **{k: v for k, v in asdict(cfg).items() if k not in ("cost", "lengths")},
+            "cost": asdict(cfg.cost),
+            "lengths": asdict(cfg.lengths),
+            "throughput_tok_s": tokens_after_warm / span,
+            "requests_per_s": sum(1 for r in finished if r.done is not None and r.done >= warm) / span,
+            "ttft_p50_s": _pct(ttft, 50),
+            "ttft_p99_s": _pct(ttft, 99),
+            "tpot_p50_ms": 1000 * _pct(tpot, 50),
+            "tpot_p99_ms": 1000 * _pct(tpot, 99),
+            "e2e_p50_s": _pct(e2e, 50),
+            "e2e_p99_s": _pct(e2e, 99),
+            "frozen_fraction": _frac(s.frozen for s in steps),
+            "prefill_step_fraction": _frac(s.prefill for s in steps),
+            "cap_hit_fraction": _frac(s.cap_hit for s in steps),
+            "spread_mean": statistics.fmean(s.spread for s in steps) if steps else 0.0,
+            "waiting_q2_mean": q2,
+            "waiting_q4_mean": q4,
+            "queues_stable": q4 <= 1.5 * q2 + cfg.dp,
+            "steps": len(self.steps),
+            "step_ms_mean": 1000 * span / len(steps) if steps else 0.0,
+            "waves": self.waves,
+            "arrived": len(self.reqs),
+            "finished": len(finished),
+            "in_system": in_system,
+            "unserved_at_horizon": sum(1 for r in measured if r.first is None),
+            "admitted": self.admitted,
+            "admitted_while_frozen": self.admitted_while_frozen,
+            "max_running": self.max_running,
+            "closed_clients": self.closed_clients if cfg.arrivals == "closed" else None,
+        }
+
+
+def _pct(values: Sequence[float], pct: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(pct / 100 * len(ordered)) - 1))]
+
+
+def _frac(flags: Iterable[bool]) -> float:
+    items = list(flags)
+    return sum(items) / len(items) if items else 0.0
+
+
+def simulate(cfg: SimConfig) -> dict[str, Any]:
+    return Simulation(cfg).run()
+
+
+def measure_capacity(cfg: SimConfig) -> dict[str, Any]:
+    """Saturated capacity with balance off: a closed loop keeping 2x the group's slots busy."""
+    probe = replace(cfg, arrivals="closed", load=2.0, balance="off", capacity_req_s=None, trace=None)
+    return simulate(probe)

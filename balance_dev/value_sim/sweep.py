@@ -1,0 +1,306 @@
+"""The standard sweep behind ``make value-sim``: tables in ``value_sim.md``, plots, raw ``value_sim.json``.
+
+    python -m balance_dev.value_sim sweep [--jobs 2] [--seconds 45] [--out benchmarks/results]
+    python -m balance_dev.value_sim sweep --render-only   # re-render from value_sim.json
+
+Every configuration of a comparison shares its seed, so balance modes see the same arrival trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from balance_dev.value_sim.model import CostModel, Lengths, SimConfig
+
+DPS = (2, 8, 32)
+LOADS = (0.5, 0.8, 1.0, 1.2)
+HEADLINE_MODES = ("off", "on", "throttle")
+SIDE_DP = 8
+SIDE_LOADS = (0.8, 1.0, 1.2)
+STALENESS_MS = (0.0, 100.0, 1000.0)
+Result = dict[str, Any]
+
+
+def _worker_init() -> None:
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+
+
+def _run(cfg: SimConfig) -> Result:
+    from balance_dev.value_sim.model import simulate
+
+    start = time.monotonic()
+    result = simulate(cfg)
+    result["wall_s"] = time.monotonic() - start
+    return result
+
+
+def _run_all(pool: ProcessPoolExecutor, cfgs: Sequence[SimConfig], log: Callable[[str], None]) -> list[Result]:
+    # Biggest first: the pool's two workers finish together.
+    order = sorted(range(len(cfgs)), key=lambda i: -cfgs[i].dp)
+    futures = {i: pool.submit(_run, cfgs[i]) for i in order}
+    results: list[Result] = [{} for _ in cfgs]
+    for done, i in enumerate(order, 1):
+        results[i] = futures[i].result()
+        c = cfgs[i]
+        log(
+            f"  [{done}/{len(cfgs)}] dp={c.dp} {c.arrivals} load={c.load} {c.routing} "
+            f"stale={c.staleness_ms:g}ms {c.balance}: {results[i]['throughput_tok_s']:.0f} tok/s, "
+            f"ttft p99 {results[i]['ttft_p99_s']:.2f}s ({results[i]['wall_s']:.1f}s wall)"
+        )
+    return results
+
+
+def plan(base: SimConfig, capacity: dict[int, float]) -> list[SimConfig]:
+    cfgs = []
+    for dp in DPS:
+        for load in LOADS:
+            for mode in HEADLINE_MODES:
+                cfgs.append(replace(base, dp=dp, load=load, balance=mode, capacity_req_s=capacity[dp]))
+    side = replace(base, dp=SIDE_DP, capacity_req_s=capacity[SIDE_DP])
+    for load in SIDE_LOADS:
+        cfgs.append(replace(side, load=load, balance="on+throttle"))
+        for routing in ("rr", "random"):
+            for mode in ("off", "on"):
+                cfgs.append(replace(side, load=load, routing=routing, balance=mode))
+        for arrivals in ("bursty", "closed"):
+            for mode in HEADLINE_MODES:
+                cfgs.append(replace(side, load=load, arrivals=arrivals, balance=mode))
+    for staleness in STALENESS_MS:
+        if staleness != base.staleness_ms:
+            for mode in ("off", "on"):
+                cfgs.append(replace(side, load=1.0, staleness_ms=staleness, balance=mode))
+    return cfgs
+
+
+def run_sweep(base: SimConfig, jobs: int, log: Callable[[str], None]) -> dict[str, Any]:
+    start = time.monotonic()
+    ctx = mp.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init) as pool:
+        log("capacity (closed loop, 2x the slots, balance off, score routing):")
+        probes = [replace(base, dp=dp, arrivals="closed", load=2.0, balance="off") for dp in DPS]
+        cap_results = _run_all(pool, probes, log)
+        capacity = {dp: r["requests_per_s"] for dp, r in zip(DPS, cap_results, strict=True)}
+        cfgs = plan(base, capacity)
+        log(f"{len(cfgs)} configurations:")
+        results = _run_all(pool, cfgs, log)
+    return {
+        "base": _cfg_dict(base),
+        "capacity": [{"dp": dp, **_pick(r)} for dp, r in zip(DPS, cap_results, strict=True)],
+        "results": results,
+        "wall_s": time.monotonic() - start,
+        "jobs": jobs,
+    }
+
+
+def _cfg_dict(cfg: SimConfig) -> dict[str, Any]:
+    return asdict(cfg)
+
+
+def _pick(r: Result) -> Result:
+    keys = ("requests_per_s", "throughput_tok_s", "step_ms_mean", "prefill_step_fraction", "cap_hit_fraction")
+    return {k: r[k] for k in (*keys, "wall_s")}
+
+
+# --------------------------------------------------------------------------------------------------
+# Report
+
+
+def _find(results: list[Result], **where: Any) -> Result | None:
+    base = {"arrivals": "poisson", "routing": "score", "staleness_ms": 100.0}
+    want = {**base, **where}
+    for r in results:
+        if all(r[k] == v for k, v in want.items()):
+            return r
+    return None
+
+
+def _pct_change(new: float, old: float) -> str:
+    return f"{100 * (new - old) / old:+.1f}%" if old else "n/a"
+
+
+def _row(r: Result, ref: Result | None) -> str:
+    delta_tp = _pct_change(r["throughput_tok_s"], ref["throughput_tok_s"]) if ref and ref is not r else ""
+    delta_ttft = _pct_change(r["ttft_p99_s"], ref["ttft_p99_s"]) if ref and ref is not r else ""
+    return (
+        f"| {r['throughput_tok_s']:.0f} | {delta_tp} | {r['ttft_p50_s']:.2f} | {r['ttft_p99_s']:.2f} | {delta_ttft} "
+        f"| {r['tpot_p50_ms']:.0f} | {r['tpot_p99_ms']:.0f} | {r['e2e_p99_s']:.1f} | {r['frozen_fraction']:.2f} "
+        f"| {r['prefill_step_fraction']:.2f} | {r['cap_hit_fraction']:.2f} | {r['spread_mean']:.2f} "
+        f"| {'yes' if r['queues_stable'] else '**no**'} | {r['wall_s']:.0f} |"
+    )
+
+
+_HEAD = (
+    "| tok/s | Δ tok/s vs off | TTFT p50 s | TTFT p99 s | Δ TTFT p99 | TPOT p50 ms | TPOT p99 ms | e2e p99 s "
+    "| frozen | prefill steps | leader at cap | spread | stable | wall s |"
+)
+_SEP = "|---" * 14 + "|"
+
+
+def _table(title: str, keys: list[str], rows: list[tuple[list[str], Result, Result | None]]) -> list[str]:
+    lines = [f"### {title}", "", "| " + " | ".join(keys) + " " + _HEAD, "|---" * len(keys) + _SEP]
+    for labels, r, ref in rows:
+        lines.append("| " + " | ".join(labels) + " " + _row(r, ref))
+    return [*lines, ""]
+
+
+def render(data: dict[str, Any], out: Path) -> str:
+    results: list[Result] = data["results"]
+    base = data["base"]
+    walls = [r["wall_s"] for r in results]
+    lines = [
+        "# Value simulator: when does balance scheduling pay?",
+        "",
+        "Generated by `make value-sim` (`python -m balance_dev.value_sim sweep`); see the README section",
+        '"When to enable balance scheduling" for the reading, and `balance_dev/value_sim/model.py` for the model.',
+        "",
+        f"Sweep wall time: {data['wall_s']:.0f} s with {data['jobs']} worker process(es); "
+        f"{len(results) + len(data['capacity'])} simulations. Per configuration: "
+        + ", ".join(
+            f"DP {dp} mean {statistics.fmean(r['wall_s'] for r in results if r['dp'] == dp):.1f} s"
+            for dp in sorted({r["dp"] for r in results})
+        )
+        + f" (all: {min(walls):.1f}-{max(walls):.1f} s).",
+        "",
+        f"Per rank: `max_num_seqs` {base['cap']}, `max_num_batched_tokens` {base['token_budget']}, chunked prefill, "
+        f"KV large enough never to preempt. Horizon {base['seconds']:g} s of simulated time, the first "
+        f"{100 * base['warmup_frac']:.0f}% discarded. "
+        f"Lengths: lognormal prompt median {base['lengths']['prompt_median']:g} "
+        f"(σ {base['lengths']['prompt_sigma']:g}), output median {base['lengths']['output_median']:g} "
+        f"(σ {base['lengths']['output_sigma']:g}), clipped to the model length {base['lengths']['max_model_len']}. "
+        f"Throttle: `prefill_schedule_interval` {base['prefill_interval']}. Seed {base['seed']} for every run.",
+        "",
+        "Step cost (ms): " + ", ".join(f"`{k}` {v:g}" for k, v in base["cost"].items()) + ".",
+        "",
+        "Load: open arrivals at `load` x the capacity below; closed loop with `load` x DP x `max_num_seqs` clients.",
+        "TTFT counts requests still without a first token at the horizon as censored (horizon - arrival): where",
+        "queues are not stable, the TTFT columns are lower bounds. *frozen*: steps whose gate was closed;",
+        "*leader at cap*: steps after which some rank was at the cap (what the gate would read, also when off);",
+        "*spread*: mean max-min running count across ranks; Δ columns compare with balance off in the same row group.",
+        "",
+        "## Capacity with balance off (closed loop, 2x slots)",
+        "",
+        "| DP | requests/s | tok/s | mean step ms | prefill steps | wall s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in data["capacity"]:
+        lines.append(
+            f"| {c['dp']} | {c['requests_per_s']:.2f} | {c['throughput_tok_s']:.0f} | {c['step_ms_mean']:.1f} "
+            f"| {c['prefill_step_fraction']:.2f} | {c['wall_s']:.0f} |"
+        )
+    lines += ["", "## Headline: Poisson arrivals, vLLM's score routing (100 ms snapshots)", ""]
+    rows = []
+    for dp in DPS:
+        for load in LOADS:
+            ref = _find(results, dp=dp, load=load, balance="off")
+            for mode in HEADLINE_MODES:
+                r = _find(results, dp=dp, load=load, balance=mode)
+                if r:
+                    rows.append(([str(dp), f"{load:g}", mode], r, ref))
+    lines += _table("DP x load x balance", ["DP", "load", "balance"], rows)
+    lines += ["![throughput and TTFT p99 against load](value_sim_load.png)", ""]
+    lines += ["![frozen fraction against load](value_sim_frozen.png)", ""]
+    lines += [f"## DP {SIDE_DP}: routing, arrivals, staleness, on+throttle", ""]
+    rows = []
+    for load in SIDE_LOADS:
+        for routing in ("score", "rr", "random"):
+            ref = _find(results, dp=SIDE_DP, load=load, routing=routing, balance="off")
+            for mode in ("off", "on"):
+                r = _find(results, dp=SIDE_DP, load=load, routing=routing, balance=mode)
+                if r:
+                    rows.append(([f"{load:g}", routing, mode], r, ref))
+    lines += _table("Routing (Poisson)", ["load", "routing", "balance"], rows)
+    rows = []
+    for load in SIDE_LOADS:
+        for arrivals in ("poisson", "bursty", "closed"):
+            ref = _find(results, dp=SIDE_DP, load=load, arrivals=arrivals, balance="off")
+            for mode in (*HEADLINE_MODES, "on+throttle"):
+                r = _find(results, dp=SIDE_DP, load=load, arrivals=arrivals, balance=mode)
+                if r:
+                    rows.append(([f"{load:g}", arrivals, mode], r, ref))
+    lines += _table("Arrival processes (score routing)", ["load", "arrivals", "balance"], rows)
+    rows = []
+    for staleness in STALENESS_MS:
+        ref = _find(results, dp=SIDE_DP, load=1.0, staleness_ms=staleness, balance="off")
+        for mode in ("off", "on"):
+            r = _find(results, dp=SIDE_DP, load=1.0, staleness_ms=staleness, balance=mode)
+            if r:
+                rows.append(([f"{staleness:g}", mode], r, ref))
+    lines += _table("Snapshot staleness (Poisson, load 1.0, score routing)", ["staleness ms", "balance"], rows)
+    text = "\n".join(lines) + "\n"
+    (out / "value_sim.md").write_text(text)
+    _plots(results, out)
+    return text
+
+
+def _plots(results: list[Result], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    styles = {"off": ("tab:gray", "o"), "on": ("tab:blue", "s"), "throttle": ("tab:orange", "^")}
+    fig, axes = plt.subplots(2, len(DPS), figsize=(4.2 * len(DPS), 7), squeeze=False)
+    for col, dp in enumerate(DPS):
+        for mode, (color, marker) in styles.items():
+            pts = [(ld, _find(results, dp=dp, load=ld, balance=mode)) for ld in LOADS]
+            xs = [ld for ld, r in pts if r]
+            rs = [r for _, r in pts if r]
+            axes[0][col].plot(xs, [r["throughput_tok_s"] for r in rs], color=color, marker=marker, label=mode)
+            axes[1][col].plot(xs, [r["ttft_p99_s"] for r in rs], color=color, marker=marker, label=mode)
+        axes[0][col].set_title(f"DP {dp}")
+        axes[0][col].set_ylabel("output tok/s (simulated time)")
+        axes[1][col].set_ylabel("TTFT p99 (s)")
+        axes[1][col].set_yscale("log")
+        axes[1][col].set_xlabel("load (x balance-off capacity)")
+        axes[0][col].legend()
+    fig.suptitle("Poisson arrivals, vLLM score routing")
+    fig.tight_layout()
+    fig.savefig(out / "value_sim_load.png", dpi=90)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for dp in DPS:
+        on = [found for ld in LOADS if (found := _find(results, dp=dp, load=ld, balance="on")) is not None]
+        ax.plot([r["load"] for r in on], [r["frozen_fraction"] for r in on], marker="s", label=f"DP {dp}")
+    ax.set_xlabel("load (x balance-off capacity)")
+    ax.set_ylabel("fraction of steps frozen (balance on)")
+    ax.set_ylim(0, 1)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "value_sim_frozen.png", dpi=90)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m balance_dev.value_sim sweep", description=__doc__.split("\n\n")[0])
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--seconds", type=float, default=45.0)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    p.add_argument("--render-only", action="store_true", help="re-render from OUT/value_sim.json")
+    args = p.parse_args(argv)
+    raw = args.out / "value_sim.json"
+    if args.render_only:
+        data = json.loads(raw.read_text())
+    else:
+        base = SimConfig(seconds=args.seconds, seed=args.seed, cost=CostModel(), lengths=Lengths())
+        data = run_sweep(base, args.jobs, lambda line: print(line, flush=True))
+        args.out.mkdir(parents=True, exist_ok=True)
+        raw.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    render(data, args.out)
+    print(f"wrote {args.out / 'value_sim.md'} ({data['wall_s']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
