@@ -10,9 +10,15 @@
 #
 # BalanceScheduler.schedule() is upstream Scheduler.schedule() byte for byte, except:
 #   delta 1: disabled path returns upstream schedule()
+#            returns `super().schedule(throttle_prefills)`
 #   delta 2: leader at cap freezes admission on every rank
+#            upstream's cap check: `len(self.running) == self.max_num_running_reqs`
+#            gathered count (balance_running_count): `len(self.running)`
 #   delta 3: no waiting queue breaks instead of asserting
-# Every inserted line ends with a `# balance delta N` comment.
+#            replaces upstream's `assert request_queue is not None`
+# Every inserted line ends with a `# balance delta N` comment. The gate compares the
+# leader's count (one all_gather per engine step, see balance_running_count()) with
+# upstream's own cap, using upstream's own operator.
 #
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright contributors to the vLLM project
@@ -35,6 +41,13 @@ from vllm_ascend.core.balance_scheduler_base import BalanceSchedulerBase
 
 class BalanceScheduler(BalanceSchedulerBase):
     """vLLM's Scheduler with balance scheduling: upstream ``schedule()`` plus the balance deltas."""
+
+    UPSTREAM_TAG = "v0.24.0"
+    UPSTREAM_SHA256 = "df78076164fe02a63876d7690cefac810f1ba4d8fb58afc15e786c1608064090"
+
+    def balance_running_count(self) -> int:
+        """Upstream's running-cap count at v0.24.0: what this rank sends in the per-step gather."""
+        return len(self.running)
 
     def schedule(self, throttle_prefills: bool = False) -> SchedulerOutput:
         if not self._balance_enabled:  # balance delta 1: balance off -> upstream verbatim
@@ -282,7 +295,7 @@ class BalanceScheduler(BalanceSchedulerBase):
             while (self.waiting or self.skipped_waiting) and token_budget > 0:
                 if len(self.running) == self.max_num_running_reqs:
                     break
-                if max(t.item() for t in self.balance_queue) == self.max_num_running_reqs:  # balance delta 2: leader at cap => global freeze
+                if self.balance_leader_running == self.max_num_running_reqs:  # balance delta 2: leader at cap => global freeze
                     break  # balance delta 2
 
                 request_queue = self._select_waiting_queue_for_scheduling()

@@ -193,8 +193,8 @@ def verify_cmd(file: Path | None, tag: str | None, source: str, vllm_repo: str |
     except OSError:
         raise UsageError(f"cannot read {path}: pass an existing generated module, or run `make regen`") from None
     upstream = _sources(source, vllm_repo).fetch(tag)
-    verify.verify(text, upstream.text)
-    click.echo(f"{file or DEFAULT_OUTPUT}: schedule() is upstream {tag} plus exactly the 3 balance deltas")
+    verified = verify.verify(text, upstream.text)
+    click.echo(f"{file or DEFAULT_OUTPUT}: schedule() is upstream {tag} plus exactly {verified.summary}")
 
 
 @main.command()
@@ -226,18 +226,26 @@ def _method_text(upstream: UpstreamFile) -> str:
 
 
 @main.command()
-@click.argument("tags", nargs=-1, required=True)
+@click.argument("tags", nargs=-1)
+@click.option("--since", metavar="TAG", help="Also every final release on the package index from TAG on.")
 @source_options
-def matrix(tags: tuple[str, ...], source: str, vllm_repo: str | None) -> None:
+def matrix(tags: tuple[str, ...], since: str | None, source: str, vllm_repo: str | None) -> None:
     """For each tag: do the deltas apply and verify? Writes nothing."""
     sources = _sources(source, vllm_repo)
     worst: PatchgenError | None = None
     for tag in tags:
         validate_tag(tag, origin="tag")
+    if since is not None:
+        from generator.sources.releases import released_tags
+
+        tags = (*tags, *(t for t in released_tags(validate_tag(since, origin="--since")) if t not in tags))
+    if not tags:
+        raise UsageError("matrix needs release tags: pass TAG... or --since TAG")
     for tag in tags:
         try:
-            _generate_verified(sources.fetch(tag))
-            status = "ok: all 3 deltas apply and verify"
+            upstream = sources.fetch(tag)
+            verified = verify.verify(pipeline.generate(upstream), upstream.text)
+            status = f"ok: {verified.summary}; the leader is asked `{verified.check}`"
         except (SourceUnavailable, DeltaDoesNotApply, UpstreamShapeError, VerificationFailed) as error:
             status = f"FAIL ({type(error).__name__}): {error}"
             if worst is None or exit_code_for(error) > exit_code_for(worst):

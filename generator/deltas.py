@@ -31,6 +31,8 @@ class DeltaContext:
 
     tag: str
     module: cst.Module
+    # upstream's method as parsed: failures point at its lines (patched nodes have no position)
+    method: cst.FunctionDef | None = None
     _positions: dict[cst.CSTNode, object] | None = field(default=None, repr=False)
 
     def code(self, node: cst.CSTNode) -> str:
@@ -54,6 +56,12 @@ class DeltaContext:
             first, last = max(1, span[0] - before), min(len(lines), min(span[1], span[0] + after) + before)
             chunks.append("\n".join(f"{n:>5} | {lines[n - 1]}" for n in range(first, last + 1)))
         return "\n  ...\n".join(chunks)
+
+    def where_expected(self) -> str:
+        """Upstream's WAITING loop (its first lines), else the method's start: never an empty context."""
+        if self.method is None:
+            return ""
+        return self.excerpt(_waiting_loops(self.method), after=30) or self.excerpt([self.method])
 
 
 @cache
@@ -140,14 +148,52 @@ def _with_block_body(block: cst.IndentedBlock, body: list[cst.BaseStatement]) ->
     return block.with_changes(body=body)
 
 
+@dataclass(frozen=True)
+class CapCheck:
+    """Upstream's running-cap check in the WAITING loop: ``if <count> <operator> self.<cap>: break``.
+
+    Delta 2 asks the same question of the leader, so all three parts come from upstream's code.
+    """
+
+    count: str  # upstream's own expression for the slots taken (the per-step gather's payload)
+    operator: str
+    cap: str  # the attribute upstream compares with, e.g. ``max_num_running_reqs``
+    check: str  # upstream's condition as written, for the header
+
+    def gate(self) -> str:
+        return f"self.{LEADER_COUNT} {self.operator} self.{self.cap}"
+
+
+# What the runtime base calls the leader's count, reduced once per gather (vllm_ascend/core).
+LEADER_COUNT = "balance_leader_running"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one delta did at this tag: the header, ``matrix`` and ``verify`` say the same."""
+
+    number: int
+    title: str
+    applied: bool
+    details: tuple[str, ...] = ()
+    cap: CapCheck | None = None
+
+    @property
+    def status(self) -> str:
+        return "applied" if self.applied else "not needed"
+
+
 class Delta:
     number: ClassVar[int]
     title: ClassVar[str]
     # Human description of the anchor, used in the failure line.
     looked_for: ClassVar[str]
 
-    def apply(self, method: cst.FunctionDef, ctx: DeltaContext) -> cst.FunctionDef:
+    def apply(self, method: cst.FunctionDef, ctx: DeltaContext) -> tuple[cst.FunctionDef, Outcome]:
         raise NotImplementedError
+
+    def _outcome(self, *details: str, applied: bool = True, cap: CapCheck | None = None) -> Outcome:
+        return Outcome(self.number, self.title, applied, details, cap)
 
     def _fail(self, ctx: DeltaContext, found: int, near: Sequence[cst.CSTNode]) -> DeltaDoesNotApply:
         what = "not found" if found == 0 else f"found {found} times (ambiguous)"
@@ -155,7 +201,7 @@ class Delta:
             f"delta {self.number} ({self.title}) does not apply to {ctx.tag}: {self.looked_for} "
             f"in {CLASS_NAME}.{METHOD_NAME}() {what}; re-anchor it in generator/deltas.py "
             "or keep the current pin",
-            detail=ctx.excerpt(near),
+            detail=ctx.excerpt(near) or ctx.where_expected(),
         )
 
 
@@ -164,7 +210,7 @@ class DisabledPathDelegates(Delta):
     title = "disabled path returns upstream schedule()"
     looked_for = "a method whose first parameter is self"
 
-    def apply(self, method: cst.FunctionDef, ctx: DeltaContext) -> cst.FunctionDef:
+    def apply(self, method: cst.FunctionDef, ctx: DeltaContext) -> tuple[cst.FunctionDef, Outcome]:
         params = method.params
         positional = [*params.posonly_params, *params.params]
         if not positional or positional[0].name.value != "self":
@@ -175,16 +221,17 @@ class DisabledPathDelegates(Delta):
         args += [f"{p.name.value}={p.name.value}" for p in params.kwonly_params]
         if params.star_kwarg is not None:
             args.append(f"**{params.star_kwarg.name.value}")
+        call = f"super().{METHOD_NAME}({', '.join(args)})"
         gate = cst.parse_statement(
             "if not self._balance_enabled:  # balance delta 1: balance off -> upstream verbatim\n"
-            f"    return super().{METHOD_NAME}({', '.join(args)})  # balance delta 1\n"
+            f"    return {call}  # balance delta 1\n"
         )
         assert isinstance(method.body, cst.IndentedBlock)
         body = list(method.body.body)
         # A docstring must stay the first statement to remain the docstring.
         at = 1 if body and _is_docstring(body[0]) else 0
         body.insert(at, gate)
-        return method.with_changes(body=_with_block_body(method.body, body))
+        return method.with_changes(body=_with_block_body(method.body, body)), self._outcome(f"returns `{call}`")
 
 
 def _is_docstring(stmt: cst.BaseStatement) -> bool:
@@ -195,62 +242,202 @@ def _is_docstring(stmt: cst.BaseStatement) -> bool:
     )
 
 
+def _expr(ctx: DeltaContext, node: cst.CSTNode) -> ast.expr | None:
+    try:
+        return ast.parse(f"({ctx.code(node)})", mode="eval").body
+    except SyntaxError:
+        return None
+
+
+def _breaks(stmt: cst.BaseStatement) -> bool:
+    """``if <test>: break``, nothing else: the shape of every admission stop in the WAITING loop."""
+    if not (isinstance(stmt, cst.If) and _small(stmt)):
+        return False
+    assert isinstance(stmt.body, cst.IndentedBlock)
+    (inner,) = stmt.body.body
+    return isinstance(inner, cst.SimpleStatementLine) and [type(s) for s in inner.body] == [cst.Break]
+
+
 class LeaderAtCapFreezes(Delta):
     number = 2
     title = "leader at cap freezes admission on every rank"
-    looked_for = "the WAITING loop's running-cap break `if len(self.running) == self.max_num_running_reqs: break`"
-    ANCHORS = (
-        "if len(self.running) == self.max_num_running_reqs:\n    break",
-        "if len(self.running) >= self.max_num_running_reqs:\n    break",
+    looked_for = (
+        "the WAITING loop's running-cap check `if <count> <op> self.<cap>: break` "
+        "(count directly or through the assignment just before it)"
     )
+    # Every shape upstream's cap check has had, as data compared by ast shape. A new shape fails
+    # loudly (exit 4) until a maintainer adds it here and to verify.py's twin.
+    COUNTS = ("len(self.running)", "len(self.running) + self.num_waiting_for_streaming_input")
+    OPERATORS: ClassVar[dict[type[ast.cmpop], str]] = {ast.Eq: "==", ast.GtE: ">="}
+    CAPS = ("max_num_running_reqs", "max_num_active_reqs")
 
-    def apply(self, method: cst.FunctionDef, ctx: DeltaContext) -> cst.FunctionDef:
-        hits = [h for h in _find(method, ctx, cst.If, self.ANCHORS) if isinstance(h.owner, _LOOPS)]
+    def apply(self, method: cst.FunctionDef, ctx: DeltaContext) -> tuple[cst.FunctionDef, Outcome]:
+        hits = [
+            (hit, cap)
+            for owner, block, path in _blocks(method)
+            if isinstance(owner, _LOOPS)
+            for index, stmt in enumerate(block.body)
+            if _breaks(stmt) and (cap := self._cap_check(ctx, block, index)) is not None
+            for hit in [_Hit(owner, block, index, (*path, block))]
+        ]
         if len(hits) != 1:
-            raise self._fail(ctx, len(hits), [h.stmt for h in hits] or _waiting_loops(method, ctx) or [method])
-        (hit,) = hits
+            raise self._fail(ctx, len(hits), [h.stmt for h, _ in hits])
+        ((hit, cap),) = hits
         gate = cst.parse_statement(
-            "if max(t.item() for t in self.balance_queue) == self.max_num_running_reqs:"
-            "  # balance delta 2: leader at cap => global freeze\n"
-            "    break  # balance delta 2\n"
+            f"if {cap.gate()}:  # balance delta 2: leader at cap => global freeze\n    break  # balance delta 2\n"
         )
         body = list(hit.block.body)
         body.insert(hit.index + 1, gate)
-        return _replace(method, hit.path, hit.block, _with_block_body(hit.block, body))
+        outcome = self._outcome(
+            f"upstream's cap check: `{cap.check}`",
+            f"gathered count (balance_running_count): `{cap.count}`",
+            cap=cap,
+        )
+        return _replace(method, hit.path, hit.block, _with_block_body(hit.block, body)), outcome
+
+    def _cap_check(self, ctx: DeltaContext, block: cst.IndentedBlock, index: int) -> CapCheck | None:
+        stmt = block.body[index]
+        assert isinstance(stmt, cst.If)
+        test = _expr(ctx, stmt.test)
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+            return None
+        operator = self.OPERATORS.get(type(test.ops[0]))
+        (limit,) = test.comparators
+        cap = limit.attr if isinstance(limit, ast.Attribute) and _shape_of(limit) == _self_attr(limit.attr) else None
+        if operator is None or cap not in self.CAPS:
+            return None
+        count = _count_of(ctx, block, index, test.left)
+        if count is None or _shape_of(ast.parse(f"({count})", mode="eval").body) not in _count_shapes(self.COUNTS):
+            return None
+        return CapCheck(count=count, operator=operator, cap=cap, check=ctx.code(stmt.test).strip())
+
+
+def _count_of(ctx: DeltaContext, block: cst.IndentedBlock, index: int, left: ast.expr) -> str | None:
+    """Upstream's count: the compared expression, or the value of ``name = ...`` right before the check."""
+    if not isinstance(left, ast.Name):
+        stmt = block.body[index]
+        assert isinstance(stmt, cst.If) and isinstance(stmt.test, cst.Comparison)
+        return ctx.code(stmt.test.left).strip()
+    previous = block.body[index - 1] if index > 0 else None
+    if not (isinstance(previous, cst.SimpleStatementLine) and len(previous.body) == 1):
+        return None
+    assign = previous.body[0]
+    if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1):
+        return None
+    target = assign.targets[0].target
+    if not (isinstance(target, cst.Name) and target.value == left.id):
+        return None
+    return ctx.code(assign.value).strip()
+
+
+def _shape_of(node: ast.AST) -> str:
+    return ast.dump(node, include_attributes=False)
+
+
+def _self_attr(name: str) -> str:
+    return _shape_of(ast.parse(f"self.{name}", mode="eval").body)
+
+
+@cache
+def _count_shapes(counts: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(_shape_of(ast.parse(c, mode="eval").body) for c in counts)
 
 
 class QueueNoneBreaks(Delta):
     number = 3
     title = "no waiting queue breaks instead of asserting"
-    looked_for = "`assert request_queue is not None` directly inside a loop"
+    looked_for = (
+        "`assert request_queue is not None` directly inside a loop, or instead upstream's own "
+        "`if not request_queue ...: break`"
+    )
     ANCHORS = ("assert request_queue is not None",)
+    # Where upstream itself breaks on an empty queue (0.31+), there is no assert to replace: the
+    # delta is not needed. The stop is `if <test>: break` in a loop, <test> one of these or an
+    # `or` with one of them.
+    EMPTY_QUEUE_TESTS = ("not request_queue",)
 
-    def apply(self, method: cst.FunctionDef, ctx: DeltaContext) -> cst.FunctionDef:
+    def apply(self, method: cst.FunctionDef, ctx: DeltaContext) -> tuple[cst.FunctionDef, Outcome]:
         hits = _find(method, ctx, cst.SimpleStatementLine, self.ANCHORS)
+        if not hits:
+            return method, self._not_needed(method, ctx)
         if len(hits) != 1 or not isinstance(hits[0].owner, _LOOPS):  # `break` needs a loop
-            count = len(hits) if len(hits) != 1 else 0
-            raise self._fail(ctx, count, [h.stmt for h in hits] or _waiting_loops(method, ctx) or [method])
+            raise self._fail(ctx, len(hits) if len(hits) != 1 else 0, [h.stmt for h in hits])
         (hit,) = hits
         old = hit.stmt
         assert isinstance(old, cst.SimpleStatementLine)
         new = cst.parse_statement(
             "if request_queue is None:  # balance delta 3: break where upstream asserts\n    break  # balance delta 3\n"
         ).with_changes(leading_lines=old.leading_lines)
-        return _replace(method, hit.path, old, new)
+        return _replace(method, hit.path, old, new), self._outcome(
+            "replaces upstream's `assert request_queue is not None`"
+        )
+
+    def _not_needed(self, method: cst.FunctionDef, ctx: DeltaContext) -> Outcome:
+        stops = [
+            stmt
+            for owner, block, _ in _blocks(method)
+            if isinstance(owner, _LOOPS)
+            for stmt in block.body
+            if _breaks(stmt) and self._tests_empty_queue(ctx, stmt)
+        ]
+        if len(stops) != 1:
+            raise self._fail(ctx, len(stops), stops)
+        (stop,) = stops
+        assert isinstance(stop, cst.If)
+        span = ctx.lines_of(stop)
+        line = f"line {span[0]}: " if span else ""
+        return self._outcome(
+            "upstream breaks on an empty queue itself, so there is no assert to replace",
+            f"({line}`if {ctx.code(stop.test).strip()}: break`)",
+            applied=False,
+        )
+
+    def _tests_empty_queue(self, ctx: DeltaContext, stmt: cst.BaseStatement) -> bool:
+        assert isinstance(stmt, cst.If)
+        test = _expr(ctx, stmt.test)
+        if test is None:
+            return False
+        parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
+        wanted = _count_shapes(self.EMPTY_QUEUE_TESTS)
+        return any(_shape_of(part) in wanted for part in parts)
 
 
-def _waiting_loops(method: cst.FunctionDef, ctx: DeltaContext) -> list[cst.CSTNode]:
-    """Where the WAITING admission loop probably is, to show the maintainer on failure."""
-    loops = {id(o): o for o, _, _ in _blocks(method) if isinstance(o, cst.While)}
-    return [loop for loop in loops.values() if "self.waiting" in ctx.code(loop.test)]
+def _waiting_loops(method: cst.FunctionDef) -> Sequence[cst.CSTNode]:
+    """Where the WAITING admission loop probably is, to show the maintainer on failure.
+
+    The innermost loops whose code reads ``self.waiting`` (its test did up to 0.30, its body since).
+    """
+    loops = {id(o): o for o, _, _ in _blocks(method) if isinstance(o, _LOOPS)}
+    module = cst.Module(body=[])
+    waiting = [loop for loop in loops.values() if "self.waiting" in module.code_for_node(loop)]
+    inner = [loop for loop in waiting if not any(other is not loop and _contains(loop, other) for other in waiting)]
+    return inner
+
+
+def _contains(outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
+    return any(child is inner or _contains(child, inner) for child in outer.children)
 
 
 DELTAS: tuple[Delta, ...] = (DisabledPathDelegates(), LeaderAtCapFreezes(), QueueNoneBreaks())
 
 
-def apply_all(method: cst.FunctionDef, ctx: DeltaContext) -> cst.FunctionDef:
+@dataclass(frozen=True)
+class Patched:
+    method: cst.FunctionDef
+    outcomes: tuple[Outcome, ...]
+
+    @property
+    def cap(self) -> CapCheck:
+        (cap,) = [o.cap for o in self.outcomes if o.cap is not None]
+        return cap
+
+
+def apply_all(method: cst.FunctionDef, ctx: DeltaContext) -> Patched:
     if not isinstance(method.body, cst.IndentedBlock):
         raise UpstreamShapeError(f"{CLASS_NAME}.{METHOD_NAME} at {ctx.tag} is a one-line def: nothing to patch")
+    ctx.method = method
+    outcomes = []
     for delta in DELTAS:
-        method = delta.apply(method, ctx)
-    return method
+        method, outcome = delta.apply(method, ctx)
+        outcomes.append(outcome)
+    return Patched(method, tuple(outcomes))

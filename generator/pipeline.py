@@ -11,10 +11,15 @@ def generate(upstream: UpstreamFile) -> str:
     module = extract.parse(text, upstream.tag)
     found = extract.extract(module, upstream.tag)
     patched = deltas.apply_all(found.method, deltas.DeltaContext(upstream.tag, module))
-    class_src = render.class_code(module, patched)
+    class_src = render.class_code(module, patched.method, patched.cap, tag=upstream.tag, sha256=upstream.sha256)
     names = imports.free_names(class_src) - {render.BASE_NAME}
     block = imports.resolve(names, imports.module_bindings(text), tag=upstream.tag)
     block.future = imports.future_imports(text)
     return render.render_module(
-        tag=upstream.tag, sha256=upstream.sha256, upstream_text=text, class_src=class_src, imports=block
+        tag=upstream.tag,
+        sha256=upstream.sha256,
+        upstream_text=text,
+        class_src=class_src,
+        imports=block,
+        outcomes=patched.outcomes,
     )

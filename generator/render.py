@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import jinja2
 import libcst as cst
 
-from generator.deltas import DELTAS
+from generator.deltas import CapCheck, Outcome
 from generator.imports import ImportBlock
 from generator.sources.base import UPSTREAM_PATH
 
@@ -21,15 +21,34 @@ BASE_NAME = "BalanceSchedulerBase"
 DOCSTRING = '"""vLLM\'s Scheduler with balance scheduling: upstream ``schedule()`` plus the balance deltas."""'
 
 
-def class_code(module: cst.Module, patched: cst.FunctionDef) -> str:
-    """The generated class, rendered by libcst so the method keeps upstream's bytes and indentation."""
+# What the runtime gathers each step: upstream's own count, as a method so the base class can call it.
+COUNT_METHOD = "balance_running_count"
+
+
+def class_code(module: cst.Module, patched: cst.FunctionDef, cap: CapCheck, *, tag: str, sha256: str) -> str:
+    """The generated class, rendered by libcst so the method keeps upstream's bytes and indentation.
+
+    Besides ``schedule()``: the upstream file it came from (the runtime refuses another vLLM) and
+    ``balance_running_count()``, whose body is upstream's cap-check count at this tag.
+    """
     method = patched.with_changes(leading_lines=_without_leading_blanks(patched.leading_lines))
+    count = cap.count if "\n" not in cap.count else f"({cap.count})"
+    count_method = cst.parse_statement(
+        f"def {COUNT_METHOD}(self) -> int:\n"
+        f'    """Upstream\'s running-cap count at {tag}: what this rank sends in the per-step gather."""\n'
+        f"    return {count}\n"
+    )
     cls = cst.ClassDef(
         name=cst.Name(CLASS_NAME),
         bases=[cst.Arg(cst.Name(BASE_NAME))],
         body=cst.IndentedBlock(
             body=[
                 cst.SimpleStatementLine(body=[cst.Expr(cst.SimpleString(DOCSTRING))]),
+                cst.parse_statement(f'UPSTREAM_TAG = "{tag}"').with_changes(
+                    leading_lines=[cst.EmptyLine(indent=False)]
+                ),
+                cst.parse_statement(f'UPSTREAM_SHA256 = "{sha256}"'),
+                count_method.with_changes(leading_lines=[cst.EmptyLine(indent=False)]),
                 method.with_changes(leading_lines=[cst.EmptyLine(indent=False), *method.leading_lines]),
             ]
         ),
@@ -55,7 +74,9 @@ def license_lines(upstream_text: str) -> list[str]:
     return lines
 
 
-def render_module(*, tag: str, sha256: str, upstream_text: str, class_src: str, imports: ImportBlock) -> str:
+def render_module(
+    *, tag: str, sha256: str, upstream_text: str, class_src: str, imports: ImportBlock, outcomes: Sequence[Outcome]
+) -> str:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader(TEMPLATE_PACKAGE, TEMPLATE_DIR),
         keep_trailing_newline=True,
@@ -69,7 +90,7 @@ def render_module(*, tag: str, sha256: str, upstream_text: str, class_src: str, 
         sha256=sha256,
         upstream_path=UPSTREAM_PATH,
         class_name=CLASS_NAME,
-        deltas=DELTAS,
+        deltas=outcomes,
         license_lines=license_lines(upstream_text),
         imports=imports,
         base_import=f"from {BASE_MODULE} import {BASE_NAME}",

@@ -1,7 +1,9 @@
 """Independent inverse check: generated ``schedule()`` minus the deltas equals upstream's.
 
 Written against the stdlib ``ast`` with its own textual spec of each delta, sharing no code with
-the libcst transforms in ``deltas.py``: a bug in one is caught by the other.
+the libcst transforms in ``deltas.py``: a bug in one is caught by the other. It does not keep a
+list of upstream's cap-check shapes: it reads what the gate compares, finds upstream's check right
+before it, and requires the same operator, the same cap, and a gathered count equal to upstream's.
 """
 
 from __future__ import annotations
@@ -14,14 +16,13 @@ from generator.errors import VerificationFailed
 
 UPSTREAM_CLASS = "Scheduler"
 METHOD = "schedule"
+COUNT_METHOD = "balance_running_count"
+LEADER = "self.balance_leader_running"
 
-_GATE = "if max(t.item() for t in self.balance_queue) == self.max_num_running_reqs:\n    break\n"
-_CAP_BREAK = (
-    "if len(self.running) == self.max_num_running_reqs:\n    break\n",
-    "if len(self.running) >= self.max_num_running_reqs:\n    break\n",
-)
 _QUEUE_BREAK = "if request_queue is None:\n    break\n"
 _QUEUE_ASSERT = "assert request_queue is not None\n"
+_EMPTY_QUEUE = "not request_queue"
+_REGEN = "run `make regen`"
 
 
 def _dump(node: ast.AST) -> str:
@@ -32,24 +33,49 @@ def _spec(code: str) -> str:
     return _dump(ast.parse(code).body[0])
 
 
-def _stmt_lists(node: ast.AST) -> Iterator[list[ast.stmt]]:
-    for child in ast.walk(node):
+@dataclass
+class _Located:
+    owner: ast.AST
+    block: list[ast.stmt]
+    index: int
+
+    @property
+    def node(self) -> ast.stmt:
+        return self.block[self.index]
+
+    @property
+    def in_loop(self) -> bool:
+        return isinstance(self.owner, (ast.While, ast.For))
+
+
+def _statements(func: ast.FunctionDef) -> Iterator[_Located]:
+    for owner in ast.walk(func):
         for name in ("body", "orelse", "finalbody"):
-            block = getattr(child, name, None)
+            block = getattr(owner, name, None)
             if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                yield block
+                # A loop's `else` is not inside the loop: `break` there belongs to an outer one.
+                inside = owner if name == "body" else func
+                yield from (_Located(inside, block, i) for i in range(len(block)))
 
 
-def _find(func: ast.FunctionDef, spec: str) -> list[tuple[list[ast.stmt], int]]:
-    return [(block, i) for block in _stmt_lists(func) for i, s in enumerate(block) if _dump(s) == spec]
+def _find(func: ast.FunctionDef, spec: str) -> list[_Located]:
+    return [s for s in _statements(func) if _dump(s.node) == spec]
+
+
+def _is_break_if(node: ast.stmt) -> bool:
+    return isinstance(node, ast.If) and not node.orelse and [type(s) for s in node.body] == [ast.Break]
+
+
+def _methods(tree: ast.Module, class_name: str | None, method: str) -> list[ast.FunctionDef]:
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and (class_name is None or n.name == class_name)]
+    return [n for c in classes for n in c.body if isinstance(n, ast.FunctionDef) and n.name == method]
 
 
 def _method(tree: ast.Module, class_name: str | None) -> ast.FunctionDef:
-    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and (class_name is None or n.name == class_name)]
-    methods = [n for c in classes for n in c.body if isinstance(n, ast.FunctionDef) and n.name == METHOD]
+    methods = _methods(tree, class_name, METHOD)
     if len(methods) != 1:
         where = f"class {class_name}" if class_name else "the generated classes"
-        raise VerificationFailed(f"expected one {METHOD}() in {where}, found {len(methods)}: run `make regen`")
+        raise VerificationFailed(f"expected one {METHOD}() in {where}, found {len(methods)}: {_REGEN}")
     return methods[0]
 
 
@@ -64,21 +90,10 @@ def _forwarding_spec(up: ast.FunctionDef) -> str:
     return _spec(f"if not self._balance_enabled:\n    return super().{METHOD}({', '.join(args)})\n")
 
 
-@dataclass
-class _Located:
-    block: list[ast.stmt]
-    index: int
-
-    @property
-    def node(self) -> ast.stmt:
-        return self.block[self.index]
-
-
-def _exactly_once(func: ast.FunctionDef, spec: str, label: str) -> _Located:
-    hits = _find(func, spec)
-    if len(hits) != 1:
-        raise VerificationFailed(f"{label} is present {len(hits)} times, expected exactly once: run `make regen`")
-    return _Located(*hits[0])
+def _exactly_once(found: list[_Located], label: str) -> _Located:
+    if len(found) != 1:
+        raise VerificationFailed(f"{label} is present {len(found)} times, expected exactly once: {_REGEN}")
+    return found[0]
 
 
 def _span(node: ast.stmt) -> set[int]:
@@ -99,53 +114,165 @@ def _text(source: str, func: ast.FunctionDef, *, drop: set[int], mask: set[int])
     return out
 
 
-def verify(generated: str, upstream: str) -> None:
-    """Raise VerificationFailed with the first disagreement; return None when all checks pass."""
+@dataclass(frozen=True)
+class Verified:
+    """What verify found, in words the CLI prints."""
+
+    count: str  # upstream's cap-check count, which the runtime gathers
+    check: str  # upstream's cap check, as the leader is asked it
+    queue_note: str  # delta 3: where it applies, or why it is not needed
+
+    @property
+    def summary(self) -> str:
+        return f"balance deltas 1, 2{self.queue_note}"
+
+
+def _leader_gate(gen: ast.FunctionDef) -> _Located:
+    leader = _dump(ast.parse(LEADER, mode="eval").body)
+    gates = [
+        s
+        for s in _statements(gen)
+        if _is_break_if(s.node)
+        and isinstance(test := s.node.test, ast.Compare)  # type: ignore[attr-defined]
+        and len(test.ops) == 1
+        and _dump(test.left) == leader
+    ]
+    return _exactly_once(gates, "delta 2 (leader-at-cap gate)")
+
+
+def _upstream_count(gate: _Located) -> tuple[ast.expr, str]:
+    """Upstream's cap check sits right before the gate; return its count (through ``x = ...``) and test."""
+    node = gate.node
+    assert isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+    if not gate.in_loop:
+        raise VerificationFailed(f"delta 2 is not directly inside the WAITING loop: {_REGEN}")
+    before = gate.block[gate.index - 1] if gate.index > 0 else None
+    ok = (
+        before is not None
+        and _is_break_if(before)
+        and isinstance(check := before.test, ast.Compare)  # type: ignore[attr-defined]
+        and [type(o) for o in check.ops] == [type(o) for o in node.test.ops]
+        and [_dump(c) for c in check.comparators] == [_dump(c) for c in node.test.comparators]
+    )
+    if not ok:
+        raise VerificationFailed(
+            f"delta 2 does not directly follow upstream's running-cap break with the same operator and cap: {_REGEN}"
+        )
+    assert isinstance(before, ast.If) and isinstance(before.test, ast.Compare)
+    count = before.test.left
+    if isinstance(count, ast.Name):
+        assign = gate.block[gate.index - 2] if gate.index > 1 else None
+        if not (
+            isinstance(assign, ast.Assign)
+            and [_dump(t) for t in assign.targets] == [_dump(ast.Name(count.id, ast.Store()))]
+        ):
+            raise VerificationFailed(
+                f"upstream's cap check compares `{count.id}`, which is not assigned right before it: "
+                "teach generator/deltas.py and verify.py this shape"
+            )
+        count = assign.value
+    return count, ast.unparse(before.test)
+
+
+def _check_count_method(tree: ast.Module, count: ast.expr) -> None:
+    methods = _methods(tree, None, COUNT_METHOD)
+    if len(methods) != 1:
+        raise VerificationFailed(f"expected one {COUNT_METHOD}() in the generated classes, found {len(methods)}")
+    body = [s for s in methods[0].body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    if not (len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None):
+        raise VerificationFailed(f"{COUNT_METHOD}() must be one `return <upstream's count>`: {_REGEN}")
+    if _dump(body[0].value) != _dump(count):
+        raise VerificationFailed(
+            f"{COUNT_METHOD}() returns `{ast.unparse(body[0].value)}` but upstream's cap check counts "
+            f"`{ast.unparse(count)}`: {_REGEN}"
+        )
+
+
+def _upstream_empty_queue_break(up: ast.FunctionDef) -> _Located | None:
+    wanted = _dump(ast.parse(_EMPTY_QUEUE, mode="eval").body)
+    stops = []
+    for s in _statements(up):
+        if not (s.in_loop and _is_break_if(s.node)):
+            continue
+        test = s.node.test  # type: ignore[attr-defined]
+        parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
+        if any(_dump(p) == wanted for p in parts):
+            stops.append(s)
+    return stops[0] if len(stops) == 1 else None
+
+
+def verify(generated: str, upstream: str) -> Verified:
+    """Raise VerificationFailed with the first disagreement; say what was verified otherwise."""
     try:
         gen_tree = ast.parse(generated)
     except SyntaxError as exc:
-        raise VerificationFailed(f"generated file does not parse (line {exc.lineno}): run `make regen`") from None
+        raise VerificationFailed(f"generated file does not parse (line {exc.lineno}): {_REGEN}") from None
     gen = _method(gen_tree, None)
     up = _method(ast.parse(upstream), UPSTREAM_CLASS)
 
     # Delta 1: first statement of the body, forwarding exactly upstream's parameters.
-    d1 = _exactly_once(gen, _forwarding_spec(up), "delta 1 (disabled-path early return)")
+    d1 = _exactly_once(_find(gen, _forwarding_spec(up)), "delta 1 (disabled-path early return)")
     if d1.block is not gen.body or d1.index != 0:
-        raise VerificationFailed("delta 1 is not the first statement of schedule(): run `make regen`")
-    # Delta 2: immediately after upstream's running-cap break, inside a while loop.
-    d2 = _exactly_once(gen, _spec(_GATE), "delta 2 (leader-at-cap gate)")
-    before = d2.block[d2.index - 1] if d2.index > 0 else None
-    if before is None or _dump(before) not in {_spec(c) for c in _CAP_BREAK}:
-        raise VerificationFailed("delta 2 does not directly follow the running-cap break: run `make regen`")
-    # Delta 3: where upstream has the assert.
-    d3 = _exactly_once(gen, _spec(_QUEUE_BREAK), "delta 3 (request_queue None break)")
+        raise VerificationFailed(f"delta 1 is not the first statement of schedule(): {_REGEN}")
+    # Delta 2: right after upstream's own cap check, same operator and cap, upstream's count gathered.
+    d2 = _leader_gate(gen)
+    count, check = _upstream_count(d2)
+    _check_count_method(gen_tree, count)
+    # Delta 3: where upstream asserts; not needed where upstream breaks on an empty queue itself.
+    gen_breaks = _find(gen, _spec(_QUEUE_BREAK))
     up_asserts = _find(up, _spec(_QUEUE_ASSERT))
-    if len(up_asserts) != 1:
-        raise VerificationFailed("upstream schedule() does not have exactly one `assert request_queue is not None`")
-    up_node = _Located(*up_asserts[0]).node
+    d3: _Located | None = None
+    up_assert: _Located | None = None
+    if up_asserts:
+        up_assert = _exactly_once(up_asserts, "upstream's `assert request_queue is not None`")
+        d3 = _exactly_once(gen_breaks, "delta 3 (request_queue None break)")
+        queue_note = " and 3"
+    else:
+        if gen_breaks:
+            raise VerificationFailed(f"delta 3 is present but upstream has no assert for it to replace: {_REGEN}")
+        stop = _upstream_empty_queue_break(up)
+        if stop is None:
+            raise VerificationFailed(
+                "upstream schedule() has neither `assert request_queue is not None` nor exactly one "
+                "`if not request_queue ...: break` in a loop: teach generator/deltas.py and verify.py this shape"
+            )
+        _check_header_says_not_needed(generated)
+        queue_note = (
+            "; delta 3 not needed: upstream breaks on an empty queue itself "
+            f"(line {stop.node.lineno}: `if {ast.unparse(stop.node.test)}: break`)"  # type: ignore[attr-defined]
+        )
 
     # Text: drop delta 1/2 lines, mask delta 3 and upstream's assert, then compare line by line.
-    gen_text = _text(generated, gen, drop=_span(d1.node) | _span(d2.node), mask=_span(d3.node))
-    up_text = _text(upstream, up, drop=set(), mask=_span(up_node))
+    gen_text = _text(generated, gen, drop=_span(d1.node) | _span(d2.node), mask=_span(d3.node) if d3 else set())
+    up_text = _text(upstream, up, drop=set(), mask=_span(up_assert.node) if up_assert else set())
     if gen_text != up_text:
         for i, (g, u) in enumerate(zip(gen_text, up_text, strict=False)):
             if g != u:
                 raise VerificationFailed(
                     f"schedule() text differs from upstream at its line {i + 1}: "
-                    f"upstream {u.strip()!r}, generated {g.strip()!r}; run `make regen`"
+                    f"upstream {u.strip()!r}, generated {g.strip()!r}; {_REGEN}"
                 )
         raise VerificationFailed(
-            f"schedule() has {len(gen_text)} lines without the deltas, upstream has {len(up_text)}: run `make regen`"
+            f"schedule() has {len(gen_text)} lines without the deltas, upstream has {len(up_text)}: {_REGEN}"
         )
-    indent_gen = generated.splitlines()[d3.node.lineno - 1][: d3.node.col_offset]
-    indent_up = upstream.splitlines()[up_node.lineno - 1][: up_node.col_offset]
-    if indent_gen != indent_up:
-        raise VerificationFailed("delta 3 is not indented like upstream's assert: run `make regen`")
+    if d3 is not None and up_assert is not None:
+        indent_gen = generated.splitlines()[d3.node.lineno - 1][: d3.node.col_offset]
+        indent_up = upstream.splitlines()[up_assert.node.lineno - 1][: up_assert.node.col_offset]
+        if indent_gen != indent_up:
+            raise VerificationFailed(f"delta 3 is not indented like upstream's assert: {_REGEN}")
 
     # AST: remove deltas 1 and 2, put the assert back for delta 3, compare the trees.
     # Later positions first, so the indices of the others stay valid (2 and 3 share a block).
-    d3.block[d3.index] = ast.parse(_QUEUE_ASSERT).body[0]
+    if d3 is not None:
+        d3.block[d3.index] = ast.parse(_QUEUE_ASSERT).body[0]
     del d2.block[d2.index]
     del d1.block[d1.index]
     if _dump(gen) != _dump(up):
-        raise VerificationFailed("schedule() minus the deltas is not upstream's AST: run `make regen`")
+        raise VerificationFailed(f"schedule() minus the deltas is not upstream's AST: {_REGEN}")
+    return Verified(count=ast.unparse(count), check=check, queue_note=queue_note)
+
+
+def _check_header_says_not_needed(generated: str) -> None:
+    lines = [line for line in generated.splitlines() if line.startswith("#   delta 3:")]
+    if len(lines) != 1 or "NOT NEEDED" not in lines[0]:
+        raise VerificationFailed(f"the header does not record that delta 3 is not needed at this tag: {_REGEN}")
