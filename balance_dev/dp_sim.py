@@ -30,6 +30,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from balance_dev.upstream_cap import upstream_cap
+
 PLACEMENTS = ("sync", "schedule", "before-sync")
 CAP = 4  # max_num_seqs per rank: small, so the cap is hit often
 SPURIOUS_WAKE = 0.25
@@ -126,8 +128,13 @@ def _build(args: argparse.Namespace, group: Any, patch: Any, vo: Any) -> tuple[A
 
 
 def _gate_closed(scheduler: Any) -> bool:
-    """What the gate in schedule() reads: the gathered leader equals the cap."""
-    return bool(scheduler._balance_enabled) and max(t.item() for t in scheduler.balance_queue) == CAP
+    """What the gate in schedule() reads: upstream's own cap check, asked of the gathered leader."""
+    if not scheduler._balance_enabled:
+        return False
+    import vllm.v1.core.sched.scheduler as sched_mod
+
+    check = upstream_cap(sched_mod._balance_original_scheduler)  # type: ignore[attr-defined]
+    return check.stops(scheduler, scheduler.balance_leader_running)
 
 
 def _loop(rank: int, args: argparse.Namespace, report: RankReport, scheduler: Any, engine: Any, vo: Any) -> None:

@@ -59,12 +59,14 @@ init_none_hash(sha256)
 _BLOCK_HASHER = get_request_block_hasher(BLOCK_SIZE, sha256)
 
 
-def tiny_model_dir() -> Path:
-    path = Path(os.environ["VLLM_CACHE_ROOT"]) / "tiny-llama"
+def tiny_model_dir(*, moe: bool = False) -> Path:
+    """A config-only model; ``moe`` declares experts, which is what makes vLLM pick its DP-MoE engine core."""
+    path = Path(os.environ["VLLM_CACHE_ROOT"]) / ("tiny-llama-moe" if moe else "tiny-llama")
     path.mkdir(parents=True, exist_ok=True)
     config = path / "config.json"
     if not config.exists():
-        config.write_text(json.dumps(_TINY_LLAMA, sort_keys=True))
+        fields = {**_TINY_LLAMA, "num_local_experts": 4, "num_experts_per_tok": 2} if moe else _TINY_LLAMA
+        config.write_text(json.dumps(fields, sort_keys=True))
     return path
 
 
@@ -76,9 +78,10 @@ def make_vllm_config(
     data_parallel_size: int = 1,
     kv_transfer_config: KVTransferConfig | None = None,
     enable_prefix_caching: bool = False,
+    moe: bool = False,
 ) -> VllmConfig:
     model_config = ModelConfig(
-        model=str(tiny_model_dir()), skip_tokenizer_init=True, max_model_len=2048, dtype="float32"
+        model=str(tiny_model_dir(moe=moe)), skip_tokenizer_init=True, max_model_len=2048, dtype="float32"
     )
     return VllmConfig(
         model_config=model_config,
@@ -152,7 +155,9 @@ def summarize(out: Any) -> dict[str, Any]:
     cached = out.scheduled_cached_reqs
     return {
         "new": [(r.req_id, r.num_computed_tokens, r.block_ids) for r in out.scheduled_new_reqs],
-        "cached": [dataclasses.asdict(cached)] if dataclasses.is_dataclass(cached) else [repr(cached)],
+        "cached": [dataclasses.asdict(cached)]
+        if dataclasses.is_dataclass(cached) and not isinstance(cached, type)
+        else [repr(cached)],
         "tokens": dict(out.num_scheduled_tokens),
         "total": out.total_num_scheduled_tokens,
         "spec": dict(out.scheduled_spec_decode_tokens),

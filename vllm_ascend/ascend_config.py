@@ -19,6 +19,9 @@ class AscendConfigError(ValueError):
 @dataclass(frozen=True)
 class AscendSchedulerConfig:
     enable_balance_scheduling: bool = False
+    # Development against an unreleased vLLM (the seed's main-verified lane): run the copied
+    # schedule() even when the installed scheduler.py is not the one it was generated from.
+    balance_allow_vllm_mismatch: bool = False
 
 
 @dataclass(frozen=True)
@@ -55,12 +58,18 @@ def parse_additional_config(additional_config: Mapping[str, Any] | None) -> Asce
             "keep only scheduler_config.enable_balance_scheduling"
         )
     enabled = bool(nested if nested is not None else legacy)
+    allow_mismatch = scheduler.get("balance_allow_vllm_mismatch", False)
+    if not isinstance(allow_mismatch, bool):
+        raise AscendConfigError(
+            "additional_config scheduler_config.balance_allow_vllm_mismatch must be true or false, "
+            f"got {allow_mismatch!r}"
+        )
     profiling = config.get("profiling_chunk_config")
     if enabled and profiling:
         raise AscendConfigError(
             "balance scheduling and profiling_chunk_config are mutually exclusive: disable one of them"
         )
-    return AscendConfig(AscendSchedulerConfig(enabled), profiling)
+    return AscendConfig(AscendSchedulerConfig(enabled, allow_mismatch), profiling)
 
 
 def init_ascend_config(vllm_config: Any) -> AscendConfig:
@@ -80,10 +89,20 @@ def clear_ascend_config() -> None:
     _ascend_config = None
 
 
-def balance_scheduling_enabled(vllm_config: Any) -> bool:
+def _current(vllm_config: Any) -> AscendConfig | None:
     """AscendConfig when initialized; ``additional_config`` during start-up, before it is."""
     if _ascend_config is not None:
-        return _ascend_config.enable_balance_scheduling
+        return _ascend_config
     if vllm_config is None:
-        return False
-    return parse_additional_config(getattr(vllm_config, "additional_config", None)).enable_balance_scheduling
+        return None
+    return parse_additional_config(getattr(vllm_config, "additional_config", None))
+
+
+def balance_scheduling_enabled(vllm_config: Any) -> bool:
+    config = _current(vllm_config)
+    return config is not None and config.enable_balance_scheduling
+
+
+def vllm_mismatch_allowed(vllm_config: Any) -> bool:
+    config = _current(vllm_config)
+    return config is not None and config.scheduler_config.balance_allow_vllm_mismatch

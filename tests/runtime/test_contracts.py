@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from balance_dev.upstream_cap import upstream_cap
 from balance_dev.vllm_objects import (
     balance_config,
     fake_model_output,
@@ -53,6 +54,18 @@ def _drive(
         scheduler.update_from_output(out, fake_model_output(out, scheduler))
 
 
+@pytest.fixture(scope="session", params=["sync", "async"])
+def pair(request: pytest.FixtureRequest, patch_mod: Any, upstream_scheduler_cls: type) -> tuple[type, type]:
+    """(upstream class, balance class): vLLM picks AsyncScheduler when async scheduling is on."""
+    if request.param == "sync":
+        return upstream_scheduler_cls, patch_mod.BalanceScheduler
+    import vllm.v1.core.sched.async_scheduler as async_mod
+
+    upstream_async = async_mod._balance_original_async_scheduler
+    assert upstream_async is not async_mod.AsyncScheduler  # the patch rebound the name vLLM imports
+    return upstream_async, patch_mod.BalanceAsyncScheduler
+
+
 def _build(cls: type, knobs: dict[str, Any], enabled: bool | None) -> Any:
     knobs = dict(knobs)
     num_blocks = knobs.pop("num_blocks", 1024)
@@ -63,15 +76,16 @@ def _build(cls: type, knobs: dict[str, Any], enabled: bool | None) -> Any:
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 @pytest.mark.parametrize("enabled", [True, False], ids=["balance-on-gate-open", "balance-off"])
 def test_contract2_same_outputs_as_upstream_step_after_step(
-    name: str, enabled: bool, patch_mod: Any, upstream_scheduler_cls: type
+    name: str, enabled: bool, pair: tuple[type, type], upstream_scheduler_cls: type
 ) -> None:
+    upstream_cls, balance_cls = pair
     knobs, script = SCENARIOS[name]
-    upstream = list(map(summarize, _drive(_build(upstream_scheduler_cls, knobs, None), script, 160)))
-    balance = _build(patch_mod.BalanceScheduler, knobs, enabled)
+    upstream = list(map(summarize, _drive(_build(upstream_cls, knobs, None), script, 160)))
+    balance = _build(balance_cls, knobs, enabled)
+    assert isinstance(balance, upstream_cls)
     if enabled:
-        # Gate open: the leader is one below the cap (the strongest "open" state).
-        cap = balance.max_num_running_reqs
-        balance.balance_queue = [torch.tensor([cap - 1], dtype=torch.int), torch.tensor([0], dtype=torch.int)]
+        # Gate open: the leader is one below upstream's cap (the strongest "open" state).
+        balance.balance_leader_running = upstream_cap(upstream_scheduler_cls).cap(balance) - 1
     ours = list(map(summarize, _drive(balance, script, 160)))
     assert ours == upstream
     # The scenario did what its name says (the comparison is not vacuous).
@@ -83,8 +97,8 @@ def test_contract2_same_outputs_as_upstream_step_after_step(
         assert any(t == knobs["max_num_batched_tokens"] for s in upstream for t in s["tokens"].values())
 
 
-def _running_then_waiting(patch_mod: Any, leader: int) -> tuple[Any, list[Any]]:
-    scheduler = _build(patch_mod.BalanceScheduler, {"max_num_seqs": 4, "max_num_batched_tokens": 256}, True)
+def _running_then_waiting(balance_cls: type, leader: int) -> tuple[Any, list[Any]]:
+    scheduler = _build(balance_cls, {"max_num_seqs": 4, "max_num_batched_tokens": 256}, True)
     for i in range(2):
         scheduler.add_request(make_request(f"run{i}", 8, 50))
     outputs = []
@@ -92,7 +106,7 @@ def _running_then_waiting(patch_mod: Any, leader: int) -> tuple[Any, list[Any]]:
     scheduler.update_from_output(out, fake_model_output(out, scheduler))
     for i in range(3):
         scheduler.add_request(make_request(f"wait{i}", 8, 50))
-    scheduler.balance_queue = [torch.tensor([leader], dtype=torch.int), torch.tensor([len(scheduler.running)])]
+    scheduler.balance_leader_running = leader  # what the previous step's gather left
     for _ in range(3):
         out = scheduler.schedule()
         outputs.append(out)
@@ -100,21 +114,27 @@ def _running_then_waiting(patch_mod: Any, leader: int) -> tuple[Any, list[Any]]:
     return scheduler, outputs
 
 
-def test_contract1_leader_at_cap_freezes_admission_but_running_requests_progress(patch_mod: Any) -> None:
+def test_contract1_leader_at_cap_freezes_admission_but_running_requests_progress(pair: tuple[type, type]) -> None:
     cap = 4
-    scheduler, outputs = _running_then_waiting(patch_mod, leader=cap)
+    scheduler, outputs = _running_then_waiting(pair[1], leader=cap)
     for out in outputs:
         assert out.scheduled_new_reqs == []
         assert set(out.num_scheduled_tokens) == {"run0", "run1"}
     assert len(scheduler.waiting) == 3
 
 
-@pytest.mark.parametrize("leader", [0, 3, 5], ids=["idle", "one-below-cap", "above-cap"])
-def test_contract1_admission_goes_on_unless_the_leader_equals_the_cap(patch_mod: Any, leader: int) -> None:
-    # one below the cap: not frozen (no "catch up with the leader"); above: `==`, not `>=`.
-    _, outputs = _running_then_waiting(patch_mod, leader=leader)
+@pytest.mark.parametrize("leader", [0, 3, 4, 5], ids=["idle", "one-below-cap", "at-cap", "above-cap"])
+def test_contract1_frozen_exactly_when_upstreams_own_check_stops_the_leader(
+    pair: tuple[type, type], upstream_scheduler_cls: type, leader: int
+) -> None:
+    # The oracle is upstream's check read from the installed vLLM (v0.24: `==`, so a leader above
+    # the cap does not freeze; 0.25+: `>=`). One below the cap never freezes: no "catch up".
+    scheduler, outputs = _running_then_waiting(pair[1], leader=leader)
     admitted = [r.req_id for out in outputs for r in out.scheduled_new_reqs]
-    assert admitted == ["wait0", "wait1"]  # up to the local cap of 4
+    frozen = upstream_cap(upstream_scheduler_cls).stops(scheduler, leader)
+    if leader <= 4:  # every release's check agrees below and at the cap
+        assert frozen is (leader == 4)
+    assert admitted == ([] if frozen else ["wait0", "wait1"])  # up to the local cap of 4
 
 
 @pytest.fixture(scope="module")
@@ -138,12 +158,12 @@ class _AllGatherSpy:
         return self._real(tensor_list, tensor, group=group, **kw)
 
 
-def test_contract3_one_all_gather_of_len_running_on_the_injected_group(
-    patch_mod: Any, gloo_world: Any, monkeypatch: pytest.MonkeyPatch
+def test_contract3_one_all_gather_of_upstreams_count_on_the_injected_group(
+    pair: tuple[type, type], gloo_world: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spy = _AllGatherSpy()
     monkeypatch.setattr(torch.distributed, "all_gather", spy)
-    scheduler = _build(patch_mod.BalanceScheduler, {"max_num_seqs": 4}, True)
+    scheduler = _build(pair[1], {"max_num_seqs": 4}, True)
     scheduler.balance_gather()
     assert spy.calls == []  # no group injected yet: nothing to gather on
     scheduler.dp_group = gloo_world
@@ -156,8 +176,11 @@ def test_contract3_one_all_gather_of_len_running_on_the_injected_group(
     assert len(spy.calls) == 1
     tensor_list, payload, group = spy.calls[0]
     assert group is gloo_world and tensor_list is scheduler.balance_queue
-    assert payload.tolist() == [len(scheduler.running)] == [3]
+    # Upstream's cap count (v0.24: len(running); 0.25+: plus streaming slots, none here).
+    assert payload.tolist() == [len(scheduler.running) + getattr(scheduler, "num_waiting_for_streaming_input", 0)]
+    assert payload.tolist() == [3]
     assert [t.item() for t in scheduler.balance_queue] == [3]  # the real collective filled it
+    assert scheduler.balance_leader_running == 3  # reduced once, here, not per admitted request
 
 
 def test_contract3_engine_hook_injects_group_then_gathers_once_per_call(
@@ -176,12 +199,13 @@ def test_contract3_engine_hook_injects_group_then_gathers_once_per_call(
 
 
 def test_contract4_disabled_is_upstream_verbatim(
-    patch_mod: Any, upstream_scheduler_cls: type, gloo_world: Any, monkeypatch: pytest.MonkeyPatch
+    pair: tuple[type, type], upstream_scheduler_cls: type, gloo_world: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    upstream_cls, balance_cls = pair
     spy = _AllGatherSpy()
     monkeypatch.setattr(torch.distributed, "all_gather", spy)
     knobs, script = SCENARIOS["mixed-lengths-over-cap"]
-    balance = _build(patch_mod.BalanceScheduler, knobs, False)
+    balance = _build(balance_cls, knobs, False)
     assert not hasattr(balance, "balance_queue")
     balance.dp_group = gloo_world
 
@@ -189,7 +213,7 @@ def test_contract4_disabled_is_upstream_verbatim(
         s.balance_gather()
 
     ours = [summarize(o) for o in _drive(balance, script, 80, before_step=gather)]
-    upstream = [summarize(o) for o in _drive(_build(upstream_scheduler_cls, knobs, None), script, 80)]
+    upstream = [summarize(o) for o in _drive(_build(upstream_cls, knobs, None), script, 80)]
     assert ours == upstream
     assert spy.calls == []
     # And the delegation itself: the disabled path is upstream's schedule(), called once per step.

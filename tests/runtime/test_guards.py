@@ -82,12 +82,53 @@ def test_run_engine_core_swaps_only_when_enabled(patch_mod: Any, enabled: bool) 
     # The real upstream run_engine_core runs; it fails when it tries to build the engine (no
     # executor, no handshake), which is after the wrapper chose the class.
     patch = importlib.import_module(patch_mod.__name__)
-    config = make_vllm_config(additional_config=balance_config(enabled))
-    with pytest.raises(Exception):  # noqa: B017  (whatever upstream raises without a real engine)
+    config = make_vllm_config(additional_config=balance_config(enabled), data_parallel_size=2, moe=True)
+    assert config.model_config.is_moe
+    # Whatever upstream raises without a real engine; only not the wrapper's own refusal.
+    with pytest.raises(Exception) as info:
         engine_mod.EngineCoreProc.run_engine_core(vllm_config=config, dp_rank=0, local_dp_rank=0)
+    assert not isinstance(info.value, patch.BalanceNotActiveError)
     expected = patch.BalanceDPEngineCoreProc if enabled else engine_mod._balance_original_dp_engine_core_proc
     assert engine_mod.DPEngineCoreProc is expected
     engine_mod.DPEngineCoreProc = engine_mod._balance_original_dp_engine_core_proc
+
+
+@pytest.mark.parametrize(("dp", "moe"), [(1, True), (2, False)], ids=["dp1", "dense"])
+def test_balance_on_without_the_dp_engine_core_fails_at_start_up(patch_mod: Any, dp: int, moe: bool) -> None:
+    config = make_vllm_config(additional_config=balance_config(True), data_parallel_size=dp, moe=moe)
+    with pytest.raises(patch_mod.BalanceNotActiveError, match="DP engine core only for data_parallel_size > 1"):
+        engine_mod.EngineCoreProc.run_engine_core(vllm_config=config, dp_rank=0, local_dp_rank=0)
+
+
+def test_upstream_builds_the_dp_engine_core_under_the_condition_the_wrapper_mirrors(patch_mod: Any) -> None:
+    source = textwrap.dedent(inspect.getsource(engine_mod._balance_original_run_engine_core))
+    assert "data_parallel = parallel_config.data_parallel_size > 1 or dp_rank > 0" in source
+    assert "if data_parallel and vllm_config.model_config.is_moe:" in source
+
+
+def test_balance_engine_core_refuses_a_scheduler_that_is_not_balance(
+    patch_mod: Any, upstream_scheduler_cls: type
+) -> None:
+    from balance_dev.vllm_objects import make_scheduler
+
+    engine = object.__new__(patch_mod.BalanceDPEngineCoreProc)
+    engine.dp_rank = 0
+    engine.scheduler = make_scheduler(upstream_scheduler_cls, make_vllm_config(additional_config=balance_config(True)))
+    with pytest.raises(patch_mod.BalanceNotActiveError, match="not a balance scheduler"):
+        engine._check_balance_active()
+    engine.scheduler = make_scheduler(
+        patch_mod.BalanceScheduler, make_vllm_config(additional_config=balance_config(True))
+    )
+    engine._check_balance_active()
+
+
+def test_async_scheduling_gets_the_balance_scheduler(patch_mod: Any) -> None:
+    config = make_vllm_config(additional_config=balance_config(True))
+    config.scheduler_config.async_scheduling = True
+    chosen = config.scheduler_config.get_scheduler_cls()
+    assert chosen is patch_mod.BalanceAsyncScheduler
+    assert issubclass(chosen, patch_mod.BalanceScheduler)
+    assert issubclass(chosen, sys.modules["vllm.v1.core.sched.async_scheduler"]._balance_original_async_scheduler)
 
 
 def test_vllm_plugin_loader_installs_the_patch_in_a_fresh_process() -> None:
@@ -120,6 +161,6 @@ def test_every_attribute_the_copied_body_reads_exists_on_a_real_scheduler(patch_
         and node.value.id == "self"
         and isinstance(node.ctx, ast.Load)
     }
-    assert {"running", "waiting", "max_num_running_reqs", "balance_queue", "_balance_enabled"} <= read
+    assert {"running", "waiting", "balance_leader_running", "_balance_enabled"} <= read
     instance = make_scheduler(patch_mod.BalanceScheduler, make_vllm_config(additional_config=balance_config(True)))
     assert sorted(a for a in read if not hasattr(instance, a)) == []
