@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,12 +13,13 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from generator import __version__, extract, pipeline, verify
 from generator import check as drift
-from generator import extract, pipeline, verify
-from generator.atomic import write_all_or_nothing
+from generator.atomic import is_same_file, require_regular_or_absent, write_all_or_nothing
 from generator.errors import (
     DeltaDoesNotApply,
     DriftFound,
+    FileRefused,
     PatchgenError,
     SourceUnavailable,
     UpstreamShapeError,
@@ -38,6 +42,11 @@ EXIT_CODES: tuple[tuple[type[PatchgenError], int], ...] = (
     (UpstreamShapeError, 4),
 )
 
+# Failures that are no typed error (README "Exit codes"): 5 is never a user's fault, 130 is the shell's
+# convention for SIGINT, so scripts can tell "interrupted" from "drift".
+EXIT_BUG = 5
+EXIT_INTERRUPTED = 130
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -52,24 +61,96 @@ def _fail(error: PatchgenError) -> NoReturn:
     sys.exit(exit_code_for(error))
 
 
+def _fail_line(message: str, code: int) -> NoReturn:
+    click.echo(f"balance-patchgen: error: {message}", err=True)
+    sys.exit(code)
+
+
+def _os_error(error: OSError) -> UsageError:
+    """One line for a read or write the operating system refused, naming the file and the fix."""
+    where = f" {error.filename}" if error.filename else ""
+    reason = error.strerror or str(error)
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return UsageError(f"no space left to write{where} ({reason}): free space on that disk, then run again")
+    if error.errno == errno.EFBIG:
+        return UsageError(f"cannot write{where} ({reason}): raise the file size limit (ulimit -f), then run again")
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return UsageError(f"cannot access{where} ({reason}): check the path and its permissions")
+    return UsageError(f"cannot access{where} ({reason}): check the path, the disk and its permissions")
+
+
 class _Group(click.Group):
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        # click's standalone mode prints a multi-line usage block and maps Ctrl-C to exit 1 (the drift
+        # code); handle both here so every failure is one line with a documented code.
+        kwargs["standalone_mode"] = False
+        try:
+            result = super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as error:
+            error.show()
+            sys.exit(error.exit_code)
+        except click.UsageError as error:
+            where = error.ctx.command_path if error.ctx else "balance-patchgen"
+            _fail_line(f"{error.format_message().rstrip('.')}: see `{where} --help`", error.exit_code)
+        except click.ClickException as error:
+            _fail_line(f"{error.format_message().rstrip('.')}: see `balance-patchgen --help`", error.exit_code)
+        except click.Abort:
+            _fail_line("interrupted: run the command again (files are written all or nothing)", EXIT_INTERRUPTED)
+        sys.exit(result if isinstance(result, int) else 0)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except PatchgenError as error:
             _fail(error)
         except OSError as error:  # e.g. a read-only or full disk while writing: still one line, exit 2
-            where = f" {error.filename}" if error.filename else ""
-            _fail(UsageError(f"cannot access{where} ({error.strerror or error}): check the path and its permissions"))
+            _fail(_os_error(error))
+        except MemoryError:
+            # Hostile input (a huge or endless file) is the usual cause, so this is bad input, not a bug.
+            _fail(UsageError("out of memory: check that the files and options given are the ones you meant"))
+        except KeyboardInterrupt:
+            _fail_line("interrupted: run the command again (files are written all or nothing)", EXIT_INTERRUPTED)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as error:
+            # Last resort: anything untyped is a defect of the generator, never drift (1) or bad input (2).
+            if os.environ.get("BALANCE_PATCHGEN_TRACEBACK"):
+                traceback.print_exc()
+            first = (str(error).splitlines() or [""])[0]
+            _fail_line(
+                f"unexpected {type(error).__name__}: {first}: this is a bug, please report it with the command "
+                "you ran (set BALANCE_PATCHGEN_TRACEBACK=1 for the traceback)",
+                EXIT_BUG,
+            )
 
 
 @dataclass(frozen=True)
 class SourceOptions:
     kind: SourceKind
     vllm_repo: str | None
+    refresh: bool = False
+    # The module whose header records upstream's sha256 for its tag (None: nothing to hold sources to).
+    module: Path | None = None
 
     def fetch(self, tag: str) -> UpstreamFile:
-        return fetch_upstream(tag, self.kind, self.vllm_repo, progress=_progress)
+        return fetch_upstream(
+            tag,
+            self.kind,
+            self.vllm_repo,
+            progress=_progress,
+            recorded_sha256=_recorded_sha256(self.module, tag),
+            refresh=self.refresh,
+        )
+
+
+def _recorded_sha256(module: Path | None, tag: str) -> str | None:
+    """The upstream sha256 the module's header records, if the header is for ``tag``."""
+    if module is None or not module.is_file():
+        return None
+    with module.open("rb") as handle:
+        head = handle.read(16 * 1024).decode("utf-8", errors="replace")
+    header = drift.header_fields(head)
+    return header.get("sha256") if header.get("tag") == tag else None
 
 
 def _progress(message: str) -> None:
@@ -90,14 +171,28 @@ def source_options(func: F) -> F:
         show_default=True,
         help="Where upstream scheduler.py comes from.",
     )(func)
+    func = click.option(
+        "--refresh",
+        is_flag=True,
+        expose_value=False,  # read through the context, so commands need no extra parameter
+        callback=_remember_refresh,
+        help="Ignore the cached upstream file and fetch it from the package index again.",
+    )(func)
     return func
 
 
-def _sources(source: str, vllm_repo: str | None) -> SourceOptions:
-    return SourceOptions(SourceKind(source), vllm_repo)
+def _remember_refresh(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    ctx.meta["balance_patchgen.refresh"] = value
+    return value
+
+
+def _sources(source: str, vllm_repo: str | None, module: Path | None = None) -> SourceOptions:
+    refresh = bool(click.get_current_context().meta.get("balance_patchgen.refresh", False))
+    return SourceOptions(SourceKind(source), vllm_repo, refresh=refresh, module=module)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="balance-patchgen", message="%(prog)s %(version)s")
 @click.option(
     "--root",
     type=click.Path(file_okay=False, path_type=Path),
@@ -124,6 +219,9 @@ def _output_path(output: Path | None) -> Path:
     path = _root() / (output or DEFAULT_OUTPUT)
     if not path.parent.is_dir():
         raise UsageError(f"output folder {path.parent} does not exist: create it or pass --output")
+    if is_same_file(path, _root() / PIN_FILE):
+        raise FileRefused(f"--output {path} is the pin file: pass the module's path (default {DEFAULT_OUTPUT})")
+    require_regular_or_absent(path, what="--output")
     return path
 
 
@@ -142,7 +240,7 @@ def regen(tag: str | None, source: str, vllm_repo: str | None, output: Path | No
     """Generate for the pinned tag (or --tag) and write the module."""
     tag = _pinned_or(tag)
     path = _output_path(output)
-    upstream = _sources(source, vllm_repo).fetch(tag)
+    upstream = _sources(source, vllm_repo, module=path).fetch(tag)
     text = _generate_verified(upstream)
     write_all_or_nothing({path: text.encode()})
     click.echo(f"wrote {output or DEFAULT_OUTPUT} from vLLM {tag} (upstream sha256 {upstream.sha256[:12]})")
@@ -158,9 +256,9 @@ def check_cmd(tag: str | None, source: str, vllm_repo: str | None, output: Path 
     tag = _pinned_or(tag)
     path = _output_path(output)
     shown = str(output or DEFAULT_OUTPUT)
-    upstream = _sources(source, vllm_repo).fetch(tag)
+    upstream = _sources(source, vllm_repo, module=path).fetch(tag)
     fresh = pipeline.generate(upstream)
-    committed = path.read_text(encoding="utf-8") if path.exists() else None
+    committed = path.read_bytes() if path.exists() else None
     found = drift.compare(committed, fresh, path=shown, tag=tag, upstream_sha256=upstream.sha256)
     if found is None:
         click.echo(f"{shown} is up to date with vLLM {tag}")
@@ -188,11 +286,13 @@ def verify_cmd(file: Path | None, tag: str | None, source: str, vllm_repo: str |
     """Check independently that FILE's schedule() minus the deltas is upstream's."""
     tag = _pinned_or(tag)
     path = file if file is not None else _root() / DEFAULT_OUTPUT
+    require_regular_or_absent(path, what="FILE")
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError:
         raise UsageError(f"cannot read {path}: pass an existing generated module, or run `make regen`") from None
-    upstream = _sources(source, vllm_repo).fetch(tag)
+    upstream = _sources(source, vllm_repo, module=path).fetch(tag)
+    text = drift.module_text(data, path=str(path), tag=tag, upstream=upstream.data, upstream_sha256=upstream.sha256)
     verified = verify.verify(text, upstream.text)
     click.echo(f"{file or DEFAULT_OUTPUT}: schedule() is upstream {tag} plus exactly {verified.summary}")
 
@@ -207,7 +307,7 @@ def bump(new_tag: str, source: str, vllm_repo: str | None, output: Path | None) 
     pin_path = _root() / PIN_FILE
     old_tag = read_pin(pin_path)
     path = _output_path(output)
-    sources = _sources(source, vllm_repo)
+    sources = _sources(source, vllm_repo, module=path)
     old, new = sources.fetch(old_tag), sources.fetch(new_tag)
     old_method, new_method = _method_text(old), _method_text(new)
     if old_method == new_method:
@@ -216,7 +316,9 @@ def bump(new_tag: str, source: str, vllm_repo: str | None, output: Path | None) 
         click.echo(f"upstream Scheduler.schedule() changed from {old_tag} to {new_tag}:")
         _echo_diff(drift.unified_diff(old_method, new_method, f"schedule@{old_tag}", f"schedule@{new_tag}"))
     text = _generate_verified(new)
-    write_all_or_nothing({pin_path: f"{new_tag}\n".encode(), path: text.encode()})
+    # Module first, pin last: a kill between the two renames leaves the new module under the old pin,
+    # a state `check` recognises and names the fix for (finish with `bump NEW_TAG`).
+    write_all_or_nothing({path: text.encode(), pin_path: f"{new_tag}\n".encode()})
     click.echo(f"pinned {new_tag} and wrote {output or DEFAULT_OUTPUT}; review, then commit both")
 
 

@@ -38,3 +38,15 @@ class DriftFound(PatchgenError):
 
 class VerificationFailed(PatchgenError):
     """The independent inverse check disagrees with upstream."""
+
+
+class FileRefused(UsageError):
+    """A path the user named cannot be used as asked: not a regular file, the pin file, unreadable."""
+
+
+class FetchTimedOut(SourceUnavailable):
+    """A fetch from the package index did not finish within its total deadline."""
+
+
+class CacheMismatch(SourceUnavailable):
+    """A cached or installed upstream file differs from the one the committed module was generated from."""

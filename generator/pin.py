@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import re
+import stat
 from pathlib import Path
 
-from generator.errors import UsageError
+from generator.errors import FileRefused, UsageError
 
 PIN_FILE = Path(".github/vllm-release-tag.commit")
 
 # A release tag as vLLM publishes them (v0.24.0, v0.10.1.1, v0.8.5.post1, v0.11.0rc1). Anything
 # else could be a path, a refspec, an option or shell text, and the tag flows into git and URLs.
 _TAG_RE = re.compile(r"v(?P<version>\d+(?:\.\d+){1,3}(?:(?:a|b|rc)\d+)?(?:\.post\d+)?)")
+
+# Text worth echoing back from a pin file: something a person may have meant as a tag. Anything
+# else (a symlink to a secret, shell text) is not repeated in the error, only the path is.
+# Version-like text, or a short plain word such as a branch name ("main").
+_PLAUSIBLE_RE = re.compile(r"[vV]?\d[0-9A-Za-z.+-]{0,30}|[A-Za-z]{1,12}")
+
+# A tag is ~10 bytes; reading more would only help a pin pointing at /dev/zero or a huge file.
+_PIN_MAX_BYTES = 256
 
 
 def validate_tag(tag: str, *, origin: str = "tag") -> str:
@@ -37,12 +46,26 @@ def version_of(tag: str) -> str:
 def read_pin(path: Path) -> str:
     """Read the pin exactly as CI does (``tr -d '[:space:]'``) and validate it."""
     try:
-        raw = path.read_bytes()
+        mode = path.stat().st_mode
     except FileNotFoundError:
         raise UsageError(f"pin file {path} does not exist: create it with a tag such as v0.24.0") from None
+    except OSError as exc:
+        raise FileRefused(f"cannot read pin file {path} ({exc.strerror}): check the path and its permissions") from None
+    if not stat.S_ISREG(mode):
+        # A FIFO would block the read forever and a device could stream without end.
+        raise FileRefused(f"pin file {path} is not a regular file: make it a plain file holding a tag such as v0.24.0")
+    with path.open("rb") as handle:
+        raw = handle.read(_PIN_MAX_BYTES + 1)
+    if len(raw) > _PIN_MAX_BYTES:
+        raise UsageError(f"pin file {path} is far longer than a tag: write only a tag such as v0.24.0 into it")
     try:
         text = raw.decode("ascii")
     except UnicodeDecodeError:
         raise UsageError(f"pin file {path} is not ASCII text: write a tag such as v0.24.0") from None
     tag = re.sub(r"[ \t\n\r\v\f]", "", text)
+    if tag and not _TAG_RE.fullmatch(tag) and not _PLAUSIBLE_RE.fullmatch(tag):
+        raise UsageError(
+            f"pin file {path} does not hold a plain vLLM release tag (its content is not shown: it is not "
+            "tag-like, e.g. shell text or a symlink's target): write a tag such as v0.24.0 into it"
+        )
     return validate_tag(tag, origin=f"pin file {path}")

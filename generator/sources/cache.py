@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from pathlib import Path
 
 from generator.atomic import write_bytes_atomic
@@ -28,6 +29,9 @@ def load(tag: str) -> bytes | None:
     path = _entry(tag)
     sidecar = path.with_suffix(".py.sha256")
     try:
+        # Only regular files: a FIFO planted in the cache would block the read forever.
+        if not (stat.S_ISREG(path.lstat().st_mode) and stat.S_ISREG(sidecar.lstat().st_mode)):
+            return None
         data = path.read_bytes()
         expected = sidecar.read_text().strip()
     except OSError:

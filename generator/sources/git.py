@@ -3,23 +3,39 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import git
 
-from generator.errors import SourceUnavailable
+from generator.errors import SourceUnavailable, UsageError
 from generator.sources import cache
 from generator.sources.base import UPSTREAM_PATH, Progress, UpstreamFile, no_progress
 
-_URL_RE = re.compile(r"^[a-z][a-z0-9+.-]*://|^[^/]+@[^/]+:")
+# Only transports that move data: git's `transport::address` form (ext::, fd::) runs commands,
+# and an unknown scheme could be a remote helper. A location starting with "-" would be an option.
+_SCHEMES = ("https://", "http://", "ssh://", "git://", "file://")
+_ANY_SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_SCP_LIKE_RE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:(?!:)")
 
 
 def is_url(location: str) -> bool:
-    return bool(_URL_RE.match(location))
+    return location.startswith(_SCHEMES) or bool(_SCP_LIKE_RE.match(location))
+
+
+def _check_location(location: str) -> None:
+    if "::" in location or location.startswith("-") or (_ANY_SCHEME_RE.match(location) and not is_url(location)):
+        raise UsageError(
+            f"--vllm-repo {location!r} is not a path or a plain git URL: pass a local checkout, "
+            "an https://, ssh://, git:// or file:// URL, or user@host:path"
+        )
 
 
 def fetch(tag: str, location: str, progress: Progress = no_progress) -> UpstreamFile:
+    _check_location(location)
     repo = _cached_clone(location, tag, progress) if is_url(location) else _local_repo(location)
     try:
         commit = repo.commit(f"refs/tags/{tag}")
@@ -52,20 +68,66 @@ def _local_repo(location: str) -> git.Repo:
         ) from None
 
 
+def _usable_clone(path: Path, url: str, progress: Progress) -> git.Repo | None:
+    """The cached clone at ``path`` if it is complete; a broken one is removed, never reused."""
+    if not os.path.lexists(path):
+        return None
+    try:
+        repo = git.Repo(path)
+        complete = (
+            repo.bare
+            and repo.git.config("--get", "remote.origin.url") == url
+            and repo.git.config("--get", "remote.origin.partialclonefilter") == "blob:none"
+        )
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError, git.GitCommandError, ValueError, OSError):
+        complete = False
+    if complete:
+        return repo
+    progress(f"replacing the incomplete cached clone at {path}")
+    _remove(path)
+    return None
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or not path.is_dir():
+        path.unlink()
+    else:
+        shutil.rmtree(path)
+
+
+def _new_clone(path: Path, url: str) -> git.Repo:
+    """Set up the clone in a temporary folder and rename it into place only once it is complete.
+
+    A kill halfway (after ``init``, before the remote is configured) then leaves a ``.tmp`` folder
+    that nothing reads, instead of a repository that every later run would reuse.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        repo = git.Repo.init(tmp, bare=True)
+        repo.create_remote("origin", url)
+        with repo.config_writer() as config:
+            # Marks the remote as able to serve the blobs the filtered fetch left out.
+            config.set_value('remote "origin"', "promisor", "true")
+            config.set_value('remote "origin"', "partialclonefilter", "blob:none")
+        repo.close()
+        try:
+            os.rename(tmp, path)
+        except OSError:
+            if not os.path.lexists(path):
+                raise
+            shutil.rmtree(tmp)  # another run renamed its own complete clone into place first
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return git.Repo(path)
+
+
 def _cached_clone(url: str, tag: str, progress: Progress) -> git.Repo:
     """A bare blob-less clone under the cache; only ``tag`` is fetched, blobs on demand."""
     path = cache.cache_root() / "git" / hashlib.sha256(url.encode()).hexdigest()[:16]
     try:
-        if (path / "HEAD").exists():
-            repo = git.Repo(path)
-        else:
-            path.mkdir(parents=True, exist_ok=True)
-            repo = git.Repo.init(path, bare=True)
-            repo.create_remote("origin", url)
-            with repo.config_writer() as config:
-                # Marks the remote as able to serve the blobs the filtered fetch left out.
-                config.set_value('remote "origin"', "promisor", "true")
-                config.set_value('remote "origin"', "partialclonefilter", "blob:none")
+        repo = _usable_clone(path, url, progress) or _new_clone(path, url)
         if f"refs/tags/{tag}" not in {ref.path for ref in repo.tags}:
             progress(f"fetching tag {tag} from {url} (blob-less)")
             repo.git.fetch(

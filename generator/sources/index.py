@@ -7,16 +7,84 @@ pip.conf), falling back to pip's built-in default exactly as ``pip install`` wou
 from __future__ import annotations
 
 import json
+import math
+import os
+import socket
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from generator.errors import SourceUnavailable
+from generator.errors import FetchTimedOut, SourceUnavailable, UsageError
 
-_TIMEOUT_S = 60
+FETCH_TIMEOUT_ENV = "BALANCE_PATCHGEN_FETCH_TIMEOUT"
+DEFAULT_FETCH_TIMEOUT_S = 60.0
 _JSON_SIMPLE = "application/vnd.pypi.simple.v1+json"
+_CHUNK = 64 * 1024
+
+
+class Deadline:
+    """One total time budget for a fetch, however many requests and reads it takes.
+
+    A socket timeout alone bounds each wait, not the sum: a server trickling one byte every few
+    seconds never trips it. Every request and every read asks this for the time left.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._end = time.monotonic() + seconds
+
+    @classmethod
+    def from_env(cls) -> Deadline:
+        raw = os.environ.get(FETCH_TIMEOUT_ENV, "").strip()
+        if not raw:
+            return cls(DEFAULT_FETCH_TIMEOUT_S)
+        try:
+            seconds = float(raw)
+        except ValueError:
+            seconds = math.nan
+        if not (math.isfinite(seconds) and seconds > 0):
+            raise UsageError(
+                f"{FETCH_TIMEOUT_ENV}={raw!r} is not a positive number of seconds: set it to e.g. 60, or unset it"
+            )
+        return cls(seconds)
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self._end
+
+    def left(self, url: str) -> float:
+        """Seconds left, or FetchTimedOut naming what was being read."""
+        left = self._end - time.monotonic()
+        if left <= 0:
+            raise FetchTimedOut(
+                f"reading {url} did not finish within {self.seconds:g} s ({FETCH_TIMEOUT_ENV}): "
+                f"check the network or raise {FETCH_TIMEOUT_ENV}, or use --source git/installed"
+            )
+        return left
+
+
+def _socket_of(response: Any) -> socket.socket | None:
+    # http.client keeps the connection's socket behind the buffered reader; it has no public handle.
+    raw = getattr(getattr(response, "fp", None), "raw", None)
+    sock = getattr(raw, "_sock", None)
+    return sock if isinstance(sock, socket.socket) else None
+
+
+def _read_body(response: Any, url: str, deadline: Deadline) -> bytes:
+    """The whole body, each wait for bytes bounded by the time the deadline has left."""
+    sock = _socket_of(response)
+    read = getattr(response, "read1", None) or response.read
+    chunks: list[bytes] = []
+    while True:
+        left = deadline.left(url)
+        if sock is not None:
+            sock.settimeout(left)
+        chunk = read(_CHUNK)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
 
 
 def configured_index_url() -> str:
@@ -49,9 +117,9 @@ class IndexFile:
     size: int | None
 
 
-def list_files(project: str, index_url: str | None = None) -> list[IndexFile]:
+def list_files(project: str, index_url: str | None = None, deadline: Deadline | None = None) -> list[IndexFile]:
     index = (index_url or configured_index_url()).rstrip("/")
-    payload = _get_json(f"{index}/{project}/")
+    payload = _get_json(f"{index}/{project}/", deadline or Deadline.from_env())
     files = []
     for item in payload.get("files", []):
         if item.get("yanked"):
@@ -67,12 +135,17 @@ def list_files(project: str, index_url: str | None = None) -> list[IndexFile]:
     return files
 
 
-def _get_json(url: str) -> dict[str, Any]:
+def _get_json(url: str, deadline: Deadline) -> dict[str, Any]:
     request = urllib.request.Request(url, headers={"Accept": _JSON_SIMPLE})
     try:
-        with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
-            return json.load(response)
+        with urllib.request.urlopen(request, timeout=deadline.left(url)) as response:
+            payload = json.loads(_read_body(response, url, deadline))
+            if not isinstance(payload, dict):
+                raise ValueError("not a JSON object")
+            return payload
     except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
+        if deadline.expired():
+            deadline.left(url)
         raise SourceUnavailable(
             f"cannot read the package index at {url} ({_reason(exc)}): "
             "check the network or pip's index-url, or use --source git/installed"
@@ -97,8 +170,9 @@ class RangeReader:
 
     _MIN_FETCH = 64 * 1024
 
-    def __init__(self, url: str, size: int | None = None) -> None:
+    def __init__(self, url: str, size: int | None = None, deadline: Deadline | None = None) -> None:
         self.url = url
+        self.deadline = deadline or Deadline.from_env()
         self.downloaded = 0
         self._pos = 0
         self._spans: list[tuple[int, bytes]] = []
@@ -111,15 +185,17 @@ class RangeReader:
     def _fetch_range(self, spec: str) -> tuple[bytes, int]:
         request = urllib.request.Request(self.url, headers={"Range": spec})
         try:
-            with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
+            with urllib.request.urlopen(request, timeout=self.deadline.left(self.url)) as response:
                 if response.status != 206:
                     raise SourceUnavailable(
                         f"the index file host ignored a range request for {self.url}: "
                         "use --source installed or --source git"
                     )
-                body = response.read()
-                total = int(response.headers["Content-Range"].rsplit("/", 1)[1])
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+                body = _read_body(response, self.url, self.deadline)
+                total = int(str(response.headers.get("Content-Range", "")).rsplit("/", 1)[-1])
+        except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
+            if self.deadline.expired():
+                self.deadline.left(self.url)
             raise SourceUnavailable(
                 f"cannot read {self.url} ({_reason(exc)}): check the network, or use --source git/installed"
             ) from None

@@ -28,7 +28,7 @@ def fetch(tag: str) -> UpstreamFile:
     except metadata.PackageNotFoundError:
         raise SourceUnavailable(
             f"vLLM is not installed, so --source installed cannot read {tag}: "
-            "install vllm=={wanted} or use --source release"
+            f"install vllm=={wanted} or use --source release"
         ) from None
     if dist.version != wanted:
         raise SourceUnavailable(
@@ -42,7 +42,15 @@ def fetch(tag: str) -> UpstreamFile:
             f"installed vLLM {wanted} has no sha256 for {UPSTREAM_PATH} in its RECORD: "
             "reinstall it from the package index or use --source release"
         )
-    data = Path(entry.locate()).read_bytes()
+    location = Path(entry.locate())
+    try:
+        data = location.read_bytes()
+    except OSError as exc:
+        # The distribution says it has the file: a broken install is an unavailable source (3), not bad input.
+        raise SourceUnavailable(
+            f"installed vLLM {wanted} lists {UPSTREAM_PATH} in its RECORD but {location} cannot be read "
+            f"({exc.strerror}): reinstall vllm=={wanted} or use --source release"
+        ) from None
     if record_digest(data) != f"sha256={entry.hash.value}":
         # A locally edited site-packages must never become "upstream".
         raise SourceUnavailable(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import zipfile
+import zlib
 
 from generator.errors import SourceUnavailable
 from generator.pin import version_of
@@ -26,18 +27,21 @@ def choose_wheel(files: list[index.IndexFile], version: str) -> index.IndexFile:
 def fetch(tag: str, progress: Progress = no_progress) -> tuple[UpstreamFile, int]:
     """Return the upstream file and the number of bytes downloaded to get it."""
     version = version_of(tag)
-    wheel = choose_wheel(index.list_files("vllm"), version)
+    deadline = index.Deadline.from_env()  # one budget for the listing and every range read
+    wheel = choose_wheel(index.list_files("vllm", deadline=deadline), version)
     progress(f"fetching {UPSTREAM_PATH} from {wheel.filename} (range reads)")
-    reader = index.RangeReader(wheel.url, wheel.size)
+    reader = index.RangeReader(wheel.url, wheel.size, deadline)
     try:
         with zipfile.ZipFile(reader) as archive:
             data = archive.read(UPSTREAM_PATH)  # zipfile checks the member's CRC-32
             record = archive.read(f"vllm-{version}.dist-info/RECORD")
     except KeyError as exc:
         raise SourceUnavailable(f"{wheel.filename} lacks {exc.args[0]}: use --source git") from None
-    except (zipfile.BadZipFile, zipfile.LargeZipFile) as exc:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError) as exc:
+        # zlib.error: a corrupted deflate stream; EOFError: a truncated member; NotImplementedError:
+        # a compression method this Python cannot read.
         raise SourceUnavailable(
-            f"{wheel.filename} is not a readable wheel ({exc}): retry, or use --source git"
+            f"{wheel.filename} is not a readable wheel ({type(exc).__name__}: {exc}): retry, or use --source git"
         ) from None
     _check_record(record, data, wheel.filename)
     progress(f"fetched {reader.downloaded} bytes of {wheel.size or '?'}")
@@ -46,7 +50,7 @@ def fetch(tag: str, progress: Progress = no_progress) -> tuple[UpstreamFile, int
 
 def _check_record(record: bytes, data: bytes, wheel: str) -> None:
     expected = None
-    for row in csv.reader(io.StringIO(record.decode("utf-8"))):
+    for row in csv.reader(io.StringIO(record.decode("utf-8", errors="replace"))):
         if row and row[0] == UPSTREAM_PATH:
             expected = row[1]
     if expected != record_digest(data):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from enum import Enum
 
-from generator.errors import SourceUnavailable
+from generator.errors import CacheMismatch, FileRefused, SourceUnavailable
+from generator.pin import version_of
 from generator.sources import cache, installed
-from generator.sources.base import Progress, UpstreamFile, no_progress
+from generator.sources.base import UPSTREAM_PATH, Progress, UpstreamFile, no_progress
 
 
 class SourceKind(str, Enum):
@@ -22,7 +23,18 @@ def fetch_upstream(
     kind: SourceKind = SourceKind.AUTO,
     vllm_repo: str | None = None,
     progress: Progress = no_progress,
+    *,
+    recorded_sha256: str | None = None,
+    refresh: bool = False,
 ) -> UpstreamFile:
+    """Upstream ``scheduler.py`` at ``tag``.
+
+    ``recorded_sha256`` is what the committed module's header says upstream was for this tag. The
+    cache and an installed vLLM are only checked against themselves (sidecar, RECORD), which
+    whoever altered the file can rewrite too; the committed header cannot be rewritten unnoticed,
+    so a local copy that disagrees with it is refused. ``refresh`` skips the cache and fetches
+    from the package index again.
+    """
     repo = vllm_repo or os.environ.get("VLLM_REPO") or None
     if kind is SourceKind.GIT or (kind is SourceKind.AUTO and repo):
         if not repo:
@@ -31,11 +43,33 @@ def fetch_upstream(
 
         return git.fetch(tag, repo, progress)
     if kind is SourceKind.INSTALLED or (kind is SourceKind.AUTO and installed.matches(tag)):
-        return installed.fetch(tag)
-    if kind is SourceKind.AUTO and (cached := cache.load(tag)) is not None:
-        return UpstreamFile(tag=tag, data=cached, origin="cache")
+        upstream = installed.fetch(tag)
+        if recorded_sha256 is not None and upstream.sha256 != recorded_sha256:
+            raise CacheMismatch(
+                f"the installed vLLM's {UPSTREAM_PATH} (sha256 {upstream.sha256[:12]}) is not the {tag} file the "
+                f"committed module was generated from ({recorded_sha256[:12]}), though it matches its RECORD: "
+                f"reinstall with `pip install --force-reinstall vllm=={version_of(tag)}`, or use --source release"
+            )
+        return upstream
+    if kind is SourceKind.AUTO and not refresh and (cached := cache.load(tag)) is not None:
+        upstream = UpstreamFile(tag=tag, data=cached, origin="cache")
+        if recorded_sha256 is not None and upstream.sha256 != recorded_sha256:
+            raise CacheMismatch(
+                f"the cached {UPSTREAM_PATH} for {tag} in {cache.cache_root()} (sha256 {upstream.sha256[:12]}) is not "
+                f"the file the committed module was generated from ({recorded_sha256[:12]}): run again with "
+                "--refresh to fetch it from the package index"
+            )
+        return upstream
     from generator.sources import release
 
     upstream, _ = release.fetch(tag, progress)
-    cache.store(tag, upstream.data)
+    try:
+        cache.store(tag, upstream.data)
+    except (OSError, FileRefused) as exc:
+        # The download itself succeeded and was verified: losing the cache only costs the next run.
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        progress(
+            f"warning: cannot write the cache in {cache.cache_root()} ({reason}): continuing without it; "
+            "set BALANCE_PATCHGEN_CACHE to a writable folder"
+        )
     return upstream

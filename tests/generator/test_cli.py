@@ -37,7 +37,7 @@ def test_committed_module_is_up_to_date_and_verifies(project: Path) -> None:
     assert "is up to date" in result.stdout
     result = run(project, "verify")
     assert result.exit_code == 0, result.output
-    assert "exactly the 3 balance deltas" in result.stdout
+    assert "plus exactly" in result.stdout  # the wording of the delta list belongs to verify
 
 
 def test_regen_rewrites_the_same_bytes(project: Path) -> None:
