@@ -1,0 +1,174 @@
+"""The simulator's parts on their own: routing, snapshots, step time, arrivals, the gate's input."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import statistics
+from pathlib import Path
+
+import pytest
+
+from balance_dev.value_sim.model import (
+    Coordinator,
+    CostModel,
+    Lengths,
+    RankLoad,
+    Router,
+    bursty_times,
+    deliver_gather,
+    leader_count,
+    load_trace,
+    poisson_times,
+)
+
+
+def test_score_routing_is_vllms_formula_with_the_local_bump() -> None:
+    rng = random.Random(3)
+    router = Router("score", 6, random.Random(0))
+    for _ in range(200):
+        counts = [[rng.randrange(5), rng.randrange(9)] for _ in range(6)]
+        router.snapshot(counts)
+        scores = [w * 4 + r for w, r in counts]
+        expected = scores.index(min(scores))  # first minimum from eng_start_index 0
+        assert router.choose("x") == expected
+        assert router.client.lb_engines[expected][0] == counts[expected][0] + 1  # client_count == 1
+    # Between snapshots the bumps alone spread a burst over idle engines.
+    router.snapshot([[0, 0]] * 6)
+    assert [router.choose(f"b{i}") for i in range(12)] == list(range(6)) * 2
+
+
+def test_score_routing_calls_vllm_and_frees_in_flight_on_finish() -> None:
+    router = Router("score", 3, random.Random(0))
+    router.choose("a")
+    assert router.client.reqs_in_flight == {"a": 0}  # written by vLLM's get_core_engine_for_request
+    router.finished("a")
+    assert router.client.reqs_in_flight == {}
+
+
+def test_rr_and_random_routing() -> None:
+    rr = Router("rr", 3, random.Random(0))
+    assert [rr.choose(str(i)) for i in range(7)] == [0, 1, 2, 0, 1, 2, 0]
+    rand = Router("random", 4, random.Random(0))
+    picks = [rand.choose(str(i)) for i in range(400)]
+    assert set(picks) == {0, 1, 2, 3} and max(picks.count(i) for i in range(4)) < 150
+    with pytest.raises(ValueError):
+        Router("p2c", 2, random.Random(0))
+
+
+def test_coordinator_publishes_the_latest_counts_at_its_interval_and_keeps_bumps_between() -> None:
+    router = Router("score", 2, random.Random(0))
+    coord = Coordinator(0.1, 2)
+    coord.engines_published(0.01, [[3, 1], [0, 0]])
+    coord.refresh(0.05, router)  # no publication yet: the client still has its initial counts
+    assert router.client.lb_engines == [[0, 0], [0, 0]]
+    coord.engines_published(0.12, [[5, 5], [0, 0]])  # after the 0.1 s instant
+    coord.refresh(0.15, router)  # the 0.1 s publication carries what engines had published by then
+    assert router.client.lb_engines == [[3, 1], [0, 0]]
+    router.choose("a")  # local bump on engine 1
+    coord.refresh(0.19, router)  # same instant: the bump survives
+    assert router.client.lb_engines == [[3, 1], [1, 0]]
+    coord.refresh(0.21, router)
+    assert router.client.lb_engines == [[5, 5], [0, 0]]
+    coord.refresh(0.35, router)  # nothing changed since: no publication, bumps would survive
+    router.choose("b")
+    coord.refresh(0.45, router)
+    assert router.client.lb_engines == [[5, 5], [1, 0]]
+    coord.refresh(5.3, router)  # the 5 s heartbeat re-publishes unchanged counts
+    assert router.client.lb_engines == [[5, 5], [0, 0]]
+
+
+def test_zero_staleness_sees_the_latest_counts() -> None:
+    router = Router("score", 2, random.Random(0))
+    coord = Coordinator(0.0, 2)
+    coord.engines_published(0.5, [[0, 4], [2, 0]])
+    coord.refresh(0.5, router)
+    assert router.client.lb_engines == [[0, 4], [2, 0]]
+
+
+def test_step_time_is_the_slowest_rank_plus_shared_expert_work() -> None:
+    cost = CostModel(base_ms=10, token_ms=0.1, context_us=1.0, prefill_ms=4, expert_token_ms=0.2)
+    decode = RankLoad(tokens=8, prefill_tokens=0, context=8000)
+    prefill = RankLoad(tokens=1000, prefill_tokens=992, context=1500)
+    assert cost.rank_ms(RankLoad()) == 10  # a dummy batch
+    assert cost.rank_ms(decode) == pytest.approx(10 + 0.8 + 8)
+    assert cost.rank_ms(prefill) == pytest.approx(10 + 100 + 1.5 + 4)
+    step = cost.step_s([decode, prefill, RankLoad()])
+    assert step == pytest.approx((10 + 100 + 1.5 + 4 + 0.2 * 1008 / 3) / 1000)
+    # One rank's prefill slows every rank: the step is no faster with the prefill elsewhere.
+    assert cost.step_s([prefill, decode, decode]) > cost.step_s([decode, decode, decode])
+    flat = CostModel.flat(40)
+    assert flat.step_s([prefill, decode]) == flat.step_s([RankLoad()]) == pytest.approx(0.04)
+
+
+def test_default_costs_match_the_cited_figures() -> None:
+    cost = CostModel()
+    # About 0.11 ms per prompt token per GPU (73.7k tokens/s per 8-GPU node), expert work spread evenly.
+    assert cost.token_ms + cost.expert_token_ms == pytest.approx(1 / (73_700 / 8) * 1000, rel=0.05)
+    # A full decode batch of 16 at ~500 tokens of context: a step of 45-50 ms (20-22 tokens/s per user).
+    full = RankLoad(tokens=16, context=16 * 500)
+    assert 38 <= 1000 * cost.step_s([full] * 8) <= 50
+
+
+def test_poisson_and_bursty_arrivals_have_the_asked_rate_and_bursty_is_overdispersed() -> None:
+    rng = random.Random(11)
+    seconds, rate = 2000.0, 5.0
+    poisson = poisson_times(rng, rate, seconds)
+    bursty = bursty_times(rng, rate, seconds, burst_mean=8.0)
+    assert len(poisson) / seconds == pytest.approx(rate, rel=0.03)
+    assert len(bursty) / seconds == pytest.approx(rate, rel=0.08)
+    assert all(0 <= t < seconds for t in poisson + bursty) and poisson == sorted(poisson)
+
+    def dispersion(times: list[float]) -> float:  # variance / mean of counts per 1 s window
+        counts = [0] * int(seconds)
+        for t in times:
+            counts[int(t)] += 1
+        return statistics.pvariance(counts) / statistics.fmean(counts)
+
+    assert 0.85 < dispersion(poisson) < 1.15  # Poisson: index of dispersion 1
+    assert dispersion(bursty) > 5  # compound Poisson with geometric bursts of mean 8: about 15
+    gaps = [b - a for a, b in itertools.pairwise(poisson)]
+    assert statistics.fmean(gaps) == pytest.approx(1 / rate, rel=0.03)
+    assert statistics.pstdev(gaps) == pytest.approx(1 / rate, rel=0.06)  # exponential: sd == mean
+
+
+def test_lengths_are_lognormal_with_the_asked_medians_and_fit_the_model() -> None:
+    lengths = Lengths(prompt_median=300, prompt_sigma=0.7, output_median=80, output_sigma=0.9)
+    rng = random.Random(5)
+    draws = [lengths.draw(rng) for _ in range(5000)]
+    assert statistics.median(p for p, _ in draws) == pytest.approx(300, rel=0.06)
+    assert statistics.median(o for _, o in draws) == pytest.approx(80, rel=0.06)
+    assert all(p >= 1 and o >= 1 and p + o <= lengths.max_model_len for p, o in draws)
+    logs = [math.log(p) for p, _ in draws if 1 < p < lengths.max_model_len * 3 // 4]
+    assert statistics.pstdev(logs) == pytest.approx(0.7, rel=0.08)
+
+
+def test_trace_file(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    rows = [
+        '{"arrival_s": 1.5, "prompt_len": 20, "output_len": 3}',
+        "",
+        '{"arrival_s": 0.5, "prompt_len": 9, "output_len": 1}',
+    ]
+    path.write_text("\n".join(rows) + "\n")
+    assert load_trace(path) == [(0.5, 9, 1), (1.5, 20, 3)]
+
+
+class _FakeRank:
+    def __init__(self, running: int, cap: int) -> None:
+        import torch
+
+        self.running = [object()] * running
+        self.max_num_running_reqs = cap
+        self.balance_queue = [torch.tensor([0], dtype=torch.int) for _ in range(3)]
+
+
+def test_the_gate_reads_the_end_of_step_leader_on_every_rank() -> None:
+    ranks = [_FakeRank(2, 4), _FakeRank(4, 4), _FakeRank(0, 4)]
+    deliver_gather(ranks)
+    assert [leader_count(r) for r in ranks] == [4, 4, 4]
+    assert [t.item() for t in ranks[0].balance_queue] == [2, 4, 0]
+    ranks[1].running = ranks[1].running[:3]
+    deliver_gather(ranks)
+    assert [leader_count(r) for r in ranks] == [3, 3, 3]

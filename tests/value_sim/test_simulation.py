@@ -1,0 +1,139 @@
+"""End-to-end runs on real vLLM schedulers: small DP, short horizons, each claim able to fail."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from balance_dev.value_sim import __main__ as cli
+from balance_dev.value_sim import sweep
+from balance_dev.value_sim.model import CostModel, Lengths, SimConfig, Simulation, simulate
+
+SMALL = SimConfig(
+    dp=2,
+    cap=4,
+    token_budget=512,
+    seconds=12.0,
+    seed=3,
+    capacity_req_s=5.0,  # about the saturated rate of this group: load 1.5 overloads it
+    lengths=Lengths(prompt_median=200, output_median=30),
+)
+REQUIRED = (
+    "throughput_tok_s",
+    "ttft_p50_s",
+    "ttft_p99_s",
+    "tpot_p50_ms",
+    "tpot_p99_ms",
+    "frozen_fraction",
+    "prefill_step_fraction",
+    "spread_mean",
+)
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> None:
+    skip = {"balance", "wall_s"}
+    assert {k: v for k, v in a.items() if k not in skip} == {k: v for k, v in b.items() if k not in skip}
+
+
+@pytest.mark.parametrize("balance", ["off", "on", "throttle", "on+throttle"])
+@pytest.mark.parametrize("arrivals", ["poisson", "closed"])
+def test_requests_are_conserved_and_the_cap_holds(balance: str, arrivals: str) -> None:
+    r = simulate(replace(SMALL, balance=balance, arrivals=arrivals, load=1.5))
+    assert r["arrived"] == r["finished"] + r["in_system"]  # nothing lost, nothing invented
+    assert r["finished"] > 10 and r["max_running"] == 4  # the cap is reached and never exceeded
+    if arrivals == "closed":
+        assert r["in_system"] == r["closed_clients"] == 12
+
+
+def test_a_frozen_step_admits_nothing_on_any_rank() -> None:
+    sim = Simulation(replace(SMALL, balance="on", load=1.5))
+    r = sim.run()
+    assert r["frozen_fraction"] > 0.2  # the gate did close (not vacuous)
+    assert r["admitted"] > 10 and r["admitted_while_frozen"] == 0
+    assert sum(1 for s in sim.steps if s.frozen and s.waiting) > 10  # requests were held back
+
+
+def test_the_freeze_is_what_the_previous_step_left() -> None:
+    sim = Simulation(replace(SMALL, balance="on", load=1.5))
+    sim.run()
+    for before, after in zip(sim.steps, sim.steps[1:], strict=False):
+        assert after.frozen == before.cap_hit  # the gate reads the end-of-step counts, one step late
+
+
+def test_balance_off_never_freezes_even_when_the_leader_is_at_the_cap() -> None:
+    r = simulate(replace(SMALL, balance="off", load=1.5))
+    assert r["cap_hit_fraction"] > 0.2 and r["frozen_fraction"] == 0.0
+
+
+def test_on_and_off_are_identical_when_the_cap_is_never_reached() -> None:
+    light = replace(SMALL, cap=64, load=0.5)
+    off, on = simulate(light), simulate(replace(light, balance="on"))
+    assert off["cap_hit_fraction"] == 0.0 and off["finished"] > 5
+    _same(off, on)
+
+
+@pytest.mark.parametrize("arrivals", ["poisson", "closed"])
+def test_with_a_flat_step_cost_balance_on_cannot_beat_off(arrivals: str) -> None:
+    flat = replace(SMALL, cost=CostModel.flat(40.0), routing="rr", arrivals=arrivals, load=1.5, seconds=20.0)
+    off, on = simulate(flat), simulate(replace(flat, balance="on"))
+    assert on["frozen_fraction"] > 0.1  # the gate did bite
+    assert on["throughput_tok_s"] <= off["throughput_tok_s"]
+    assert on["ttft_p50_s"] >= off["ttft_p50_s"]
+
+
+def test_the_throttle_flag_is_vllms_cadence() -> None:
+    sim = Simulation(replace(SMALL, balance="throttle", prefill_interval=3))
+    flags = []
+    for counter in range(7):
+        sim.engine.step_counter = counter
+        flags.append(sim._should_throttle(sim.engine))
+    assert flags == [False, True, True, False, True, True, False]
+    assert not Simulation(replace(SMALL, balance="on"))._should_throttle(sim.engine)  # interval 1: never
+
+
+def test_an_idle_group_sleeps_and_the_32_step_tail_ends_waves() -> None:
+    r = simulate(replace(SMALL, load=0.1, seconds=30.0))
+    assert r["waves"] >= 2  # drained, ran out the all-reduce tail, slept until the next arrival
+    assert r["steps"] < 30.0 / 0.035  # it did not step through the idle time
+
+
+def test_cli_json_has_the_required_keys_and_sane_values(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--dp", "2", "--cap", "4", "--token-budget", "512", "--arrivals", "poisson", "--load", "0.8"]
+    args += ["--routing", "score", "--staleness-ms", "100", "--balance", "on", "--seconds", "8", "--seed", "2"]
+    args += ["--capacity-req-s", "2.0", "--prompt-median", "200", "--output-median", "30", "--json"]
+    assert cli.main(args) == 0
+    result = json.loads(capsys.readouterr().out)
+    for key in REQUIRED:
+        assert isinstance(result[key], float), key
+    assert result["throughput_tok_s"] > 0 and result["finished"] > 0
+    assert 0 < result["ttft_p50_s"] <= result["ttft_p99_s"] < 8
+    assert 0 < result["tpot_p50_ms"] <= result["tpot_p99_ms"] < 1000
+    assert 0 <= result["frozen_fraction"] <= 1 and 0 < result["prefill_step_fraction"] <= 1
+    assert result["spread_mean"] >= 0 and result["balance"] == "on" and result["dp"] == 2
+
+
+def test_the_report_renders_tables_and_plots(tmp_path: Path) -> None:
+    results = []
+    for dp in sweep.DPS:
+        for load in sweep.LOADS:
+            for mode in sweep.HEADLINE_MODES:
+                r: dict[str, Any] = {k: 0.5 for k in REQUIRED}
+                r.update(
+                    dp=dp, load=load, balance=mode, arrivals="poisson", routing="score", staleness_ms=100.0,
+                    e2e_p99_s=2.0, cap_hit_fraction=0.3, queues_stable=load < 1.1, wall_s=1.0,
+                    throughput_tok_s=100.0 * load * (1.1 if mode == "on" else 1.0),
+                )  # fmt: skip
+                results.append(r)
+    base = sweep._cfg_dict(SimConfig())
+    cap = {"dp": 2, "requests_per_s": 1.0, "throughput_tok_s": 10.0, "step_ms_mean": 40.0}
+    data = {"base": base, "capacity": [{**cap, "prefill_step_fraction": 0.2, "wall_s": 1.0}], "results": results}
+    text = sweep.render({**data, "wall_s": 12.0, "jobs": 2}, tmp_path)
+    assert "| 32 | 1 | on | 110 | +10.0% |" in text
+    assert "**no**" in text  # unstable queues are flagged
+    assert (tmp_path / "value_sim.md").read_text() == text
+    for png in ("value_sim_load.png", "value_sim_frozen.png"):
+        assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
