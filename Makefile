@@ -7,7 +7,7 @@ VLLM_VERSION = $(shell tr -d '[:space:]' < $(PIN))
 CLI := $(BIN)/balance-patchgen
 PYTEST_ARGS ?=
 
-.PHONY: regen regen-deps check verify lint test pytest dp-sim bench clean-venv
+.PHONY: regen regen-deps check verify lint test pytest dp-sim bench clean-venv value-sim
 
 # Generator only: enough for regen/check/verify (upstream comes from the package index, cached).
 $(VENV)/.dev-installed: requirements/dev.txt pyproject.toml
@@ -53,3 +53,7 @@ bench: $(VENV)/.vllm-$(VLLM_VERSION)
 
 clean-venv:
 	rm -rf $(VENV)
+
+# DP serving simulator on real schedulers: benchmarks/results/value_sim.md + PNG plots (~10 min, 2 cores).
+value-sim: $(VENV)/.vllm-$(VLLM_VERSION)
+	$(BIN)/python -m balance_dev.value_sim sweep --out benchmarks/results
