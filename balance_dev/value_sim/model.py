@@ -225,26 +225,18 @@ class Coordinator:
 
 
 def deliver_gather(ranks: Sequence[Any]) -> None:
-    """Hand every rank what the per-step gather would deliver: the end-of-step counts.
+    """Hand every rank what the per-step gather would deliver: the leader's end-of-step count.
 
-    The runtime's interface is changing from ``balance_queue`` (one CPU int tensor per rank, the gate
-    takes their max) to ``balance_leader_running`` (the leader's count) with ``balance_running_count()``.
+    ``balance_gather()`` all-gathers ``balance_running_count()`` (upstream's running-cap count) and keeps
+    the max as ``balance_leader_running``, which the gate compares with the cap in the next ``schedule()``.
     """
-    if hasattr(ranks[0], "balance_running_count"):
-        leader = max(r.balance_running_count() for r in ranks)
-        for s in ranks:
-            s.balance_leader_running = leader
-        return
-    counts = [len(r.running) for r in ranks]  # upstream's cap count at v0.24.0
+    leader = max(r.balance_running_count() for r in ranks)
     for s in ranks:
-        for slot, count in zip(s.balance_queue, counts, strict=True):
-            slot.fill_(count)
+        s.balance_leader_running = leader
 
 
 def leader_count(scheduler: Any) -> int:
-    if hasattr(scheduler, "balance_leader_running"):
-        return int(scheduler.balance_leader_running)
-    return max(int(t.item()) for t in scheduler.balance_queue)
+    return int(scheduler.balance_leader_running)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -60,6 +60,9 @@ def test_a_frozen_step_admits_nothing_on_any_rank() -> None:
 def test_the_freeze_is_what_the_previous_step_left() -> None:
     sim = Simulation(replace(SMALL, balance="on", load=1.5))
     sim.run()
+    leader = max(len(s.running) for s in sim.ranks)  # the real schedulers' own count and field
+    assert all(s.balance_running_count() == len(s.running) for s in sim.ranks)
+    assert [s.balance_leader_running for s in sim.ranks] == [leader] * len(sim.ranks)
     for before, after in zip(sim.steps, sim.steps[1:], strict=False):
         assert after.frozen == before.cap_hit  # the gate reads the end-of-step counts, one step late
 
