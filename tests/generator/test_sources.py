@@ -6,17 +6,20 @@ import base64
 import hashlib
 import http.server
 import io
+import json
 import sys
 import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import git
 import pytest
+from click.testing import CliRunner, Result
 
 from balance_dev.upstream_repo import build_vllm_repo
-from generator import pipeline
+from generator import cli, pipeline
 from generator.errors import SourceUnavailable
 from generator.pin import version_of
 from generator.sources import cache, installed, release
@@ -202,3 +205,220 @@ def test_every_source_gives_the_same_bytes(vllm_repo: Path, upstream_pinned: Ups
         "release": pipeline.generate(fetch_upstream(pinned_tag, SourceKind.RELEASE)),
     }
     assert len(set(outputs.values())) == 1
+
+
+# --- hardening (issue 9): broken clones, corrupt wheels, deadlines, unwritable and altered caches ------
+
+
+def _clone_path(url: str) -> Path:
+    return cache.cache_root() / "git" / hashlib.sha256(url.encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("state", ["init-only", "garbage", "other-remote"])
+def test_git_a_broken_cached_clone_is_replaced(vllm_repo: Path, upstream_pinned: UpstreamFile, state: str) -> None:
+    url = vllm_repo.as_uri()
+    path = _clone_path(url)
+    path.parent.mkdir(parents=True)
+    if state == "init-only":  # what a kill between `git init` and adding the remote used to leave
+        git.Repo.init(path, bare=True)
+    elif state == "garbage":
+        path.mkdir()
+        (path / "HEAD").write_text("not a ref\n")
+    else:
+        git.Repo.init(path, bare=True).create_remote("origin", "https://example.invalid/other.git")
+    assert git_source.fetch(upstream_pinned.tag, url).data == upstream_pinned.data
+    assert git.Repo(path).git.config("remote.origin.url") == url
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp folder left behind
+
+
+def test_git_a_new_clone_appears_only_complete(vllm_repo: Path, upstream_pinned: UpstreamFile) -> None:
+    """The clone is built in a temp folder: the final path never holds a repository without its remote."""
+    url = vllm_repo.as_uri()
+    seen: list[str] = []
+    path = _clone_path(url)
+
+    def watch(event: str, args: tuple[object, ...]) -> None:
+        if event == "os.rename" and str(args[1]) == str(path):
+            seen.append(git.Repo(args[0]).git.config("remote.origin.url"))  # type: ignore[arg-type]
+
+    # Audit hooks cannot be removed: this one only looks at renames onto this test's clone path.
+    sys.addaudithook(watch)
+    assert git_source.fetch(upstream_pinned.tag, url).data == upstream_pinned.data
+    assert seen == [url]
+
+
+def _corrupt_deflate(wheel: bytes) -> bytes:
+    with zipfile.ZipFile(io.BytesIO(wheel)) as archive:
+        offset = archive.getinfo(UPSTREAM_PATH).header_offset
+    # The member's data starts after its 30-byte local header, file name and extra field.
+    name_len = int.from_bytes(wheel[offset + 26 : offset + 28], "little")
+    extra_len = int.from_bytes(wheel[offset + 28 : offset + 30], "little")
+    start = offset + 30 + name_len + extra_len
+    # 0xff opens a deflate block of the reserved type 3: zlib refuses it outright.
+    return wheel[:start] + b"\xff" * 16 + wheel[start + 16 :]
+
+
+def test_release_a_corrupt_deflate_stream_is_source_unavailable(
+    local_index: dict[str, bytes], upstream_pinned: UpstreamFile, pinned_tag: str
+) -> None:
+    version = version_of(pinned_tag)
+    name = f"vllm-{version}-cp38-abi3-manylinux_2_28_x86_64.whl"
+    local_index[name] = _corrupt_deflate(_wheel(version, upstream_pinned.data, upstream_pinned.data))
+    with pytest.raises(SourceUnavailable, match=r"is not a readable wheel \(error: "):
+        release.fetch(pinned_tag)
+
+
+@pytest.fixture
+def trickling_index(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, upstream_pinned: UpstreamFile, pinned_tag: str
+) -> Iterator[None]:
+    """A loopback index that sends one byte every 0.2 s and never finishes, so no single read times out.
+
+    ``request.param`` says which request trickles: the project listing or the wheel's range reads.
+    """
+    version = version_of(pinned_tag)
+    name = f"vllm-{version}-cp38-abi3-manylinux_2_28_x86_64.whl"
+    wheel = _wheel(version, upstream_pinned.data, upstream_pinned.data)
+    stop = threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            return None
+
+        def _trickle(self, status: int, header: tuple[str, str]) -> None:
+            self.send_response(status)
+            self.send_header(*header)
+            self.send_header("Content-Length", str(len(wheel)))
+            self.end_headers()
+            try:
+                while not stop.wait(0.2):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+            except OSError:  # the client gave up, as it should
+                return
+
+        def do_GET(self) -> None:
+            if self.path != "/simple/vllm/":
+                self._trickle(206, ("Content-Range", f"bytes 0-{len(wheel) - 1}/{len(wheel)}"))
+            elif request.param == "listing":
+                self._trickle(200, ("Content-Type", "application/vnd.pypi.simple.v1+json"))
+            else:
+                body = json.dumps({"files": [{"filename": name, "url": f"/files/{name}", "size": len(wheel)}]})
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body.encode())
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{server.server_address[1]}/simple")
+    monkeypatch.setenv("BALANCE_PATCHGEN_FETCH_TIMEOUT", "2")
+    try:
+        yield
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+
+
+def _cli(root: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli.main, ["--root", str(root), *args], catch_exceptions=False)
+
+
+@pytest.mark.timeout(60)  # before the fix every byte restarted the socket timeout: this ran for hours
+@pytest.mark.parametrize("trickling_index", ["listing", "range"], indirect=True)
+@pytest.mark.usefixtures("trickling_index")
+def test_release_one_total_deadline_for_a_trickling_index(project: Path) -> None:
+    started = time.monotonic()
+    result = _cli(project, "check", "--source", "release")
+    elapsed = time.monotonic() - started
+    assert result.exit_code == 3, result.output
+    assert "did not finish within 2 s (BALANCE_PATCHGEN_FETCH_TIMEOUT)" in result.stderr
+    assert elapsed < 10
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "soon", "nan", "inf"])
+def test_a_bad_fetch_timeout_is_a_usage_error(project: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("BALANCE_PATCHGEN_FETCH_TIMEOUT", value)
+    result = _cli(project, "check", "--source", "release")
+    assert result.exit_code == 2
+    assert "BALANCE_PATCHGEN_FETCH_TIMEOUT" in result.stderr and "positive number of seconds" in result.stderr
+
+
+def test_a_download_is_kept_when_the_cache_cannot_be_written(
+    local_index: dict[str, bytes],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    upstream_pinned: UpstreamFile,
+    pinned_tag: str,
+) -> None:
+    version = version_of(pinned_tag)
+    local_index[f"vllm-{version}-cp38-abi3-manylinux_2_28_x86_64.whl"] = _wheel(
+        version, upstream_pinned.data, upstream_pinned.data
+    )
+    blocker = tmp_path / "cache-is-a-file"
+    blocker.write_text("not a folder\n")  # mkdir below it fails even for root
+    monkeypatch.setenv("BALANCE_PATCHGEN_CACHE", str(blocker))
+    messages: list[str] = []
+    got = fetch_upstream(pinned_tag, SourceKind.RELEASE, progress=messages.append)
+    assert got.data == upstream_pinned.data
+    assert any(m.startswith("warning: cannot write the cache in") for m in messages), messages
+
+
+def _fake_vllm(root: Path, version: str, file: bytes | None, record_of: bytes) -> Path:
+    """A real installed distribution named vllm (dist-info + RECORD) under ``root``, for sys.path."""
+    dist_info = root / f"vllm-{version}.dist-info"
+    dist_info.mkdir(parents=True)
+    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+    digest = base64.urlsafe_b64encode(hashlib.sha256(record_of).digest()).rstrip(b"=").decode()
+    (dist_info / "RECORD").write_text(f"{UPSTREAM_PATH},sha256={digest},{len(record_of)}\n")
+    if file is not None:
+        (root / UPSTREAM_PATH).parent.mkdir(parents=True)
+        (root / UPSTREAM_PATH).write_bytes(file)
+    return root
+
+
+def test_installed_without_its_scheduler_file_is_exit_3(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, upstream_pinned: UpstreamFile, pinned_tag: str
+) -> None:
+    site = _fake_vllm(tmp_path / "site", version_of(pinned_tag), None, upstream_pinned.data)
+    monkeypatch.setattr(sys, "path", [str(site), *sys.path])
+    result = _cli(project, "check", "--source", "installed")
+    assert result.exit_code == 3, result.output
+    assert "lists vllm/v1/core/sched/scheduler.py in its RECORD but" in result.stderr
+
+
+def test_installed_edited_together_with_its_record_is_refused_by_the_committed_header(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, upstream_pinned: UpstreamFile, pinned_tag: str
+) -> None:
+    edited = upstream_pinned.data.replace(b"token_budget > 0", b"token_budget >= 0", 1)
+    site = _fake_vllm(tmp_path / "site", version_of(pinned_tag), edited, edited)
+    monkeypatch.setattr(sys, "path", [str(site), *sys.path])
+    (project / "generated/balance_scheduler.py").write_text(pipeline.generate(upstream_pinned), encoding="utf-8")
+    before = (project / "generated/balance_scheduler.py").read_bytes()
+    for command in ("regen", "check", "verify"):
+        result = _cli(project, command)
+        assert result.exit_code == 3, (command, result.output)
+        assert "though it matches its RECORD: reinstall" in result.stderr
+    assert (project / "generated/balance_scheduler.py").read_bytes() == before
+
+
+def test_a_cache_entry_replaced_with_its_sidecar_is_refused_until_refresh(
+    project: Path, upstream_older: UpstreamFile
+) -> None:
+    # The older tag is not installed, so auto reads the cache.
+    (project / "generated/balance_scheduler.py").write_text(pipeline.generate(upstream_older), encoding="utf-8")
+    (project / ".github/vllm-release-tag.commit").write_text(f"{upstream_older.tag}\n")
+    before = (project / "generated/balance_scheduler.py").read_bytes()
+    altered = upstream_older.data.replace(b"token_budget > 0", b"token_budget >= 0", 1)
+    cache.store(upstream_older.tag, altered)  # entry and sidecar agree: only the header can tell
+    for command in ("regen", "check", "verify"):
+        result = _cli(project, command)
+        assert result.exit_code == 3, (command, result.output)
+        assert "run again with --refresh" in result.stderr
+    assert (project / "generated/balance_scheduler.py").read_bytes() == before
+    result = _cli(project, "regen", "--refresh")  # fetches the release again, verified against RECORD
+    assert result.exit_code == 0, result.output
+    assert (project / "generated/balance_scheduler.py").read_bytes() == before
+    assert cache.load(upstream_older.tag) == upstream_older.data
