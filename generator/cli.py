@@ -355,3 +355,29 @@ def matrix(tags: tuple[str, ...], since: str | None, source: str, vllm_repo: str
         click.echo(f"{tag:<12} {status}")
     if worst is not None:
         sys.exit(exit_code_for(worst))
+
+
+@main.command(name="seam")
+@click.option("--tag", help="Release tag to write the change against (default: the pin file).")
+@source_options
+@click.option(
+    "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the diff to this file instead of stdout."
+)
+def seam_cmd(tag: str | None, source: str, vllm_repo: str | None, output: Path | None) -> None:
+    """Print the upstream change that ends the copy: the cap check as Scheduler._should_stop_admitting_waiting().
+
+    The diff goes to stdout (pipe it to `git apply` in a vLLM checkout at the tag) or --output;
+    the pull request's description goes to stderr, or to stdout with --output.
+    """
+    from generator import seam
+
+    tag = _pinned_or(tag)
+    if output is not None:
+        require_regular_or_absent(output, what="--output")
+    made = seam.make_seam(_sources(source, vllm_repo).fetch(tag))
+    if output is None:
+        click.echo(made.diff, nl=False)
+        click.echo(made.description, err=True, nl=False)
+        return
+    write_all_or_nothing({output: made.diff.encode()})
+    click.echo(made.description, nl=False)

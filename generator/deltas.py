@@ -94,7 +94,7 @@ def _blocks(node: cst.CSTNode, path: Path = ()) -> Iterator[tuple[cst.CSTNode, c
 
 
 @dataclass(frozen=True)
-class _Hit:
+class Hit:
     owner: cst.CSTNode  # the compound statement whose block holds the match
     block: cst.IndentedBlock
     index: int
@@ -107,9 +107,9 @@ class _Hit:
 
 def _find(
     method: cst.FunctionDef, ctx: DeltaContext, kind: type[cst.BaseStatement], anchors: tuple[str, ...]
-) -> list[_Hit]:
+) -> list[Hit]:
     return [
-        _Hit(owner, block, index, (*path, block))
+        Hit(owner, block, index, (*path, block))
         for owner, block, path in _blocks(method)
         for index, stmt in enumerate(block.body)
         if isinstance(stmt, kind) and _small(stmt) and _same_code(ctx, stmt, anchors)
@@ -138,13 +138,13 @@ class _ReplaceAlongPath(cst.CSTTransformer):
         return self._new if original_node is self._old else updated_node
 
 
-def _replace(method: cst.FunctionDef, path: Path, old: cst.CSTNode, new: cst.CSTNode) -> cst.FunctionDef:
+def replace(method: cst.FunctionDef, path: Path, old: cst.CSTNode, new: cst.CSTNode) -> cst.FunctionDef:
     result = method.visit(_ReplaceAlongPath(path, old, new))
     assert isinstance(result, cst.FunctionDef)
     return result
 
 
-def _with_block_body(block: cst.IndentedBlock, body: list[cst.BaseStatement]) -> cst.IndentedBlock:
+def with_block_body(block: cst.IndentedBlock, body: list[cst.BaseStatement]) -> cst.IndentedBlock:
     return block.with_changes(body=body)
 
 
@@ -231,7 +231,7 @@ class DisabledPathDelegates(Delta):
         # A docstring must stay the first statement to remain the docstring.
         at = 1 if body and _is_docstring(body[0]) else 0
         body.insert(at, gate)
-        return method.with_changes(body=_with_block_body(method.body, body)), self._outcome(f"returns `{call}`")
+        return method.with_changes(body=with_block_body(method.body, body)), self._outcome(f"returns `{call}`")
 
 
 def _is_docstring(stmt: cst.BaseStatement) -> bool:
@@ -249,7 +249,7 @@ def _expr(ctx: DeltaContext, node: cst.CSTNode) -> ast.expr | None:
         return None
 
 
-def _breaks(stmt: cst.BaseStatement) -> bool:
+def breaks(stmt: cst.BaseStatement) -> bool:
     """``if <test>: break``, nothing else: the shape of every admission stop in the WAITING loop."""
     if not (isinstance(stmt, cst.If) and _small(stmt)):
         return False
@@ -272,17 +272,7 @@ class LeaderAtCapFreezes(Delta):
     CAPS = ("max_num_running_reqs", "max_num_active_reqs")
 
     def apply(self, method: cst.FunctionDef, ctx: DeltaContext) -> tuple[cst.FunctionDef, Outcome]:
-        hits = [
-            (hit, cap)
-            for owner, block, path in _blocks(method)
-            if isinstance(owner, _LOOPS)
-            for index, stmt in enumerate(block.body)
-            if _breaks(stmt) and (cap := self._cap_check(ctx, block, index)) is not None
-            for hit in [_Hit(owner, block, index, (*path, block))]
-        ]
-        if len(hits) != 1:
-            raise self._fail(ctx, len(hits), [h.stmt for h, _ in hits])
-        ((hit, cap),) = hits
+        hit, cap = self.find(method, ctx)
         gate = cst.parse_statement(
             f"if {cap.gate()}:  # balance delta 2: leader at cap => global freeze\n    break  # balance delta 2\n"
         )
@@ -293,7 +283,21 @@ class LeaderAtCapFreezes(Delta):
             f"gathered count (balance_running_count): `{cap.count}`",
             cap=cap,
         )
-        return _replace(method, hit.path, hit.block, _with_block_body(hit.block, body)), outcome
+        return replace(method, hit.path, hit.block, with_block_body(hit.block, body)), outcome
+
+    def find(self, method: cst.FunctionDef, ctx: DeltaContext) -> tuple[Hit, CapCheck]:
+        """Upstream's running-cap check, exactly once (``seam`` rewrites the same statement)."""
+        hits = [
+            (hit, cap)
+            for owner, block, path in _blocks(method)
+            if isinstance(owner, _LOOPS)
+            for index, stmt in enumerate(block.body)
+            if breaks(stmt) and (cap := self._cap_check(ctx, block, index)) is not None
+            for hit in [Hit(owner, block, index, (*path, block))]
+        ]
+        if len(hits) != 1:
+            raise self._fail(ctx, len(hits), [h.stmt for h, _ in hits])
+        return hits[0]
 
     def _cap_check(self, ctx: DeltaContext, block: cst.IndentedBlock, index: int) -> CapCheck | None:
         stmt = block.body[index]
@@ -368,7 +372,7 @@ class QueueNoneBreaks(Delta):
         new = cst.parse_statement(
             "if request_queue is None:  # balance delta 3: break where upstream asserts\n    break  # balance delta 3\n"
         ).with_changes(leading_lines=old.leading_lines)
-        return _replace(method, hit.path, old, new), self._outcome(
+        return replace(method, hit.path, old, new), self._outcome(
             "replaces upstream's `assert request_queue is not None`"
         )
 
@@ -378,7 +382,7 @@ class QueueNoneBreaks(Delta):
             for owner, block, _ in _blocks(method)
             if isinstance(owner, _LOOPS)
             for stmt in block.body
-            if _breaks(stmt) and self._tests_empty_queue(ctx, stmt)
+            if breaks(stmt) and self._tests_empty_queue(ctx, stmt)
         ]
         if len(stops) != 1:
             raise self._fail(ctx, len(stops), stops)

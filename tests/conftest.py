@@ -12,6 +12,13 @@ os.environ.setdefault("SETUPTOOLS_USE_DISTUTILS", "stdlib")
 
 import pytest
 
+from balance_dev import seam_install
+
+# The seam-path run of the runtime contracts (tests/runtime/test_seam.py) points this at a
+# scheduler.py carrying the upstream seam; it must be loaded before anything imports vLLM's.
+if os.environ.get(seam_install.ENV):
+    seam_install.install_scheduler_module(os.environ[seam_install.ENV])
+
 from balance_dev.project_files import REPO_ROOT
 from generator.pin import PIN_FILE, read_pin
 from generator.sources import installed, release

@@ -12,9 +12,9 @@ from vllm_ascend.core.upstream_guard import check_upstream_file
 
 
 class BalanceSchedulerBase(Scheduler):
-    # Set by the generated subclass: the upstream file its schedule() was copied from.
-    UPSTREAM_TAG: ClassVar[str]
-    UPSTREAM_SHA256: ClassVar[str]
+    # Set by the generated subclass: the upstream file its schedule() was copied from (None: no copy).
+    UPSTREAM_TAG: ClassVar[str | None]
+    UPSTREAM_SHA256: ClassVar[str | None]
 
     # Upstream's __init__ changes between releases (0.24 added block_size/hash_block_size): take
     # whatever vLLM passes and present upstream's own signature, instead of a copy per version.
@@ -26,7 +26,8 @@ class BalanceSchedulerBase(Scheduler):
         # owned by the engine core, and there is no registry to look it up from here.
         self.dp_group: dist.ProcessGroup | None = None
         if self._balance_enabled:
-            check_upstream_file(self.UPSTREAM_TAG, self.UPSTREAM_SHA256, allow=vllm_mismatch_allowed(vllm_config))
+            if self.UPSTREAM_TAG is not None and self.UPSTREAM_SHA256 is not None:
+                check_upstream_file(self.UPSTREAM_TAG, self.UPSTREAM_SHA256, allow=vllm_mismatch_allowed(vllm_config))
             dp_size = vllm_config.parallel_config.data_parallel_size
             self.balance_queue = [torch.tensor([0], dtype=torch.int, device="cpu") for _ in range(dp_size)]
             # The leader's count from the last gather: the gate compares this one number.

@@ -21,9 +21,9 @@ import vllm.v1.core.sched.async_scheduler as _async_sched_mod
 import vllm.v1.core.sched.scheduler as _sched_mod
 import vllm.v1.engine.core as _engine_core_mod
 
-from vllm_ascend._generated.balance_scheduler import BalanceScheduler
 from vllm_ascend.ascend_config import balance_scheduling_enabled as _balance_scheduling_enabled
 from vllm_ascend.core.balance_scheduler_base import BalanceSchedulerBase
+from vllm_ascend.core.scheduler_path import choose_balance_scheduler
 
 __all__ = [
     "BalanceAsyncScheduler",
@@ -46,6 +46,8 @@ if not hasattr(_engine_core_mod, "_balance_original_dp_engine_core_proc"):
 _OriginalDPEngineCoreProc = _engine_core_mod._balance_original_dp_engine_core_proc  # type: ignore[attr-defined]
 _OriginalRunEngineCore = _engine_core_mod._balance_original_run_engine_core  # type: ignore[attr-defined]
 _OriginalAsyncScheduler = _async_sched_mod._balance_original_async_scheduler  # type: ignore[attr-defined]
+# The upstream seam where vLLM has it, else the generated copy of schedule().
+BalanceScheduler = choose_balance_scheduler(_sched_mod._balance_original_scheduler)  # type: ignore[attr-defined]
 
 
 class BalanceNotActiveError(RuntimeError):
@@ -124,7 +126,7 @@ def _require_dp_engine_core(vllm_config: Any, dp_rank: int) -> None:
 
 # Scheduler is resolved by module-global name when scheduler_cls is unset (the PD-mixed path);
 # schedulers chosen through scheduler_cls bypass this name, which is intended.
-_sched_mod.Scheduler = BalanceScheduler  # type: ignore[misc]
+_sched_mod.Scheduler = BalanceScheduler  # type: ignore[misc, assignment]
 # get_scheduler_cls() imports AsyncScheduler by name when async scheduling is on (vLLM's GPU default).
 _async_sched_mod.AsyncScheduler = BalanceAsyncScheduler  # type: ignore[misc]
 _engine_core_mod.EngineCoreProc.run_engine_core = staticmethod(_balance_run_engine_core)
