@@ -225,6 +225,19 @@ def _output_path(output: Path | None) -> Path:
     return path
 
 
+def _seam_release(upstream: UpstreamFile) -> str | None:
+    """Where upstream has the seam, why no copy is needed (the runtime overrides the method instead)."""
+    from generator import seam
+
+    if not seam.has_seam(upstream.text, upstream.tag):
+        return None
+    return f"vLLM {upstream.tag} has Scheduler.{seam.SEAM_METHOD}(): vllm_ascend overrides it and needs no copy"
+
+
+def _stale(shown: str, reason: str) -> DriftFound:
+    return DriftFound(f"{shown} is stale: {reason}; run `make regen` to remove it")
+
+
 def _generate_verified(upstream: UpstreamFile) -> str:
     text = pipeline.generate(upstream)
     # Never write what the independent check rejects: a generator bug must not reach the tree.
@@ -241,6 +254,12 @@ def regen(tag: str | None, source: str, vllm_repo: str | None, output: Path | No
     tag = _pinned_or(tag)
     path = _output_path(output)
     upstream = _sources(source, vllm_repo, module=path).fetch(tag)
+    if (reason := _seam_release(upstream)) is not None:
+        if path.exists():
+            path.unlink()
+            reason += f"; removed {output or DEFAULT_OUTPUT}"
+        click.echo(reason)
+        return
     text = _generate_verified(upstream)
     write_all_or_nothing({path: text.encode()})
     click.echo(f"wrote {output or DEFAULT_OUTPUT} from vLLM {tag} (upstream sha256 {upstream.sha256[:12]})")
@@ -257,6 +276,11 @@ def check_cmd(tag: str | None, source: str, vllm_repo: str | None, output: Path 
     path = _output_path(output)
     shown = str(output or DEFAULT_OUTPUT)
     upstream = _sources(source, vllm_repo, module=path).fetch(tag)
+    if (reason := _seam_release(upstream)) is not None:
+        if path.exists():
+            raise _stale(shown, reason)
+        click.echo(f"{reason}: nothing to check")
+        return
     fresh = pipeline.generate(upstream)
     committed = path.read_bytes() if path.exists() else None
     found = drift.compare(committed, fresh, path=shown, tag=tag, upstream_sha256=upstream.sha256)
@@ -292,6 +316,8 @@ def verify_cmd(file: Path | None, tag: str | None, source: str, vllm_repo: str |
     except OSError:
         raise UsageError(f"cannot read {path}: pass an existing generated module, or run `make regen`") from None
     upstream = _sources(source, vllm_repo, module=path).fetch(tag)
+    if (reason := _seam_release(upstream)) is not None:
+        raise VerificationFailed(f"{path} is stale: {reason}; run `make regen` to remove it")
     text = drift.module_text(data, path=str(path), tag=tag, upstream=upstream.data, upstream_sha256=upstream.sha256)
     verified = verify.verify(text, upstream.text)
     click.echo(f"{file or DEFAULT_OUTPUT}: schedule() is upstream {tag} plus exactly {verified.summary}")
@@ -315,6 +341,14 @@ def bump(new_tag: str, source: str, vllm_repo: str | None, output: Path | None) 
     else:
         click.echo(f"upstream Scheduler.schedule() changed from {old_tag} to {new_tag}:")
         _echo_diff(drift.unified_diff(old_method, new_method, f"schedule@{old_tag}", f"schedule@{new_tag}"))
+    if (reason := _seam_release(new)) is not None:
+        # The module goes first, the pin last (as below): a kill between leaves a missing module
+        # under the old pin, which `check` reports.
+        if path.exists():
+            path.unlink()
+        write_all_or_nothing({pin_path: f"{new_tag}\n".encode()})
+        click.echo(f"pinned {new_tag}; {reason}, so {output or DEFAULT_OUTPUT} is removed; review, then commit")
+        return
     text = _generate_verified(new)
     # Module first, pin last: a kill between the two renames leaves the new module under the old pin,
     # a state `check` recognises and names the fix for (finish with `bump NEW_TAG`).
@@ -346,8 +380,11 @@ def matrix(tags: tuple[str, ...], since: str | None, source: str, vllm_repo: str
     for tag in tags:
         try:
             upstream = sources.fetch(tag)
-            verified = verify.verify(pipeline.generate(upstream), upstream.text)
-            status = f"ok: {verified.summary}; the leader is asked `{verified.check}`"
+            if (reason := _seam_release(upstream)) is not None:
+                status = f"ok: {reason}"
+            else:
+                verified = verify.verify(pipeline.generate(upstream), upstream.text)
+                status = f"ok: {verified.summary}; the leader is asked `{verified.check}`"
         except (SourceUnavailable, DeltaDoesNotApply, UpstreamShapeError, VerificationFailed) as error:
             status = f"FAIL ({type(error).__name__}): {error}"
             if worst is None or exit_code_for(error) > exit_code_for(worst):
