@@ -29,10 +29,6 @@ def _dump(node: ast.AST) -> str:
     return ast.dump(node, include_attributes=False)
 
 
-def _spec(code: str) -> str:
-    return _dump(ast.parse(code).body[0])
-
-
 @dataclass
 class _Located:
     owner: ast.AST
@@ -58,8 +54,20 @@ def _statements(func: ast.FunctionDef) -> Iterator[_Located]:
                 yield from (_Located(inside, block, i) for i in range(len(block)))
 
 
-def _find(func: ast.FunctionDef, spec: str) -> list[_Located]:
-    return [s for s in _statements(func) if _dump(s.node) == spec]
+def _find(func: ast.FunctionDef, code: str) -> list[_Located]:
+    """Statements equal to ``code`` as AST. Dumping is the cost, so only same-typed candidates are dumped."""
+    spec = ast.parse(code).body[0]
+    shape = _dump(spec)
+    return [s for s in _statements(func) if _could_be(s.node, spec) and _dump(s.node) == shape]
+
+
+def _could_be(node: ast.stmt, spec: ast.stmt) -> bool:
+    if type(node) is not type(spec):
+        return False
+    if isinstance(spec, ast.If):
+        assert isinstance(node, ast.If)
+        return not node.orelse and [type(s) for s in node.body] == [type(s) for s in spec.body]
+    return True
 
 
 def _is_break_if(node: ast.stmt) -> bool:
@@ -79,7 +87,7 @@ def _method(tree: ast.Module, class_name: str | None) -> ast.FunctionDef:
     return methods[0]
 
 
-def _forwarding_spec(up: ast.FunctionDef) -> str:
+def _forwarding(up: ast.FunctionDef) -> str:
     a = up.args
     args = [p.arg for p in (*a.posonlyargs, *a.args)][1:]
     if a.vararg:
@@ -87,7 +95,7 @@ def _forwarding_spec(up: ast.FunctionDef) -> str:
     args += [f"{p.arg}={p.arg}" for p in a.kwonlyargs]
     if a.kwarg:
         args.append(f"**{a.kwarg.arg}")
-    return _spec(f"if not self._balance_enabled:\n    return super().{METHOD}({', '.join(args)})\n")
+    return f"if not self._balance_enabled:\n    return super().{METHOD}({', '.join(args)})\n"
 
 
 def _exactly_once(found: list[_Located], label: str) -> _Located:
@@ -211,7 +219,7 @@ def verify(generated: str, upstream: str) -> Verified:
     up = _method(ast.parse(upstream), UPSTREAM_CLASS)
 
     # Delta 1: first statement of the body, forwarding exactly upstream's parameters.
-    d1 = _exactly_once(_find(gen, _forwarding_spec(up)), "delta 1 (disabled-path early return)")
+    d1 = _exactly_once(_find(gen, _forwarding(up)), "delta 1 (disabled-path early return)")
     if d1.block is not gen.body or d1.index != 0:
         raise VerificationFailed(f"delta 1 is not the first statement of schedule(): {_REGEN}")
     # Delta 2: right after upstream's own cap check, same operator and cap, upstream's count gathered.
@@ -219,8 +227,8 @@ def verify(generated: str, upstream: str) -> Verified:
     count, check = _upstream_count(d2)
     _check_count_method(gen_tree, count)
     # Delta 3: where upstream asserts; not needed where upstream breaks on an empty queue itself.
-    gen_breaks = _find(gen, _spec(_QUEUE_BREAK))
-    up_asserts = _find(up, _spec(_QUEUE_ASSERT))
+    gen_breaks = _find(gen, _QUEUE_BREAK)
+    up_asserts = _find(up, _QUEUE_ASSERT)
     d3: _Located | None = None
     up_assert: _Located | None = None
     if up_asserts:
