@@ -6,6 +6,7 @@ pip.conf), falling back to pip's built-in default exactly as ``pip install`` wou
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -166,12 +167,19 @@ class RangeReader:
     A wheel's directory sits at its end, so reading one member costs the directory plus that
     member, not the whole (hundreds of MB) artifact. Fetched spans are cached; ``downloaded``
     counts body bytes received, for the benchmark.
+
+    A host that ignores ranges sends the whole file instead. That is accepted only when the index
+    published the file's sha256 and the body matches it: the one hash that does not come from
+    inside the artifact it vouches for.
     """
 
     _MIN_FETCH = 64 * 1024
 
-    def __init__(self, url: str, size: int | None = None, deadline: Deadline | None = None) -> None:
+    def __init__(
+        self, url: str, size: int | None = None, deadline: Deadline | None = None, sha256: str | None = None
+    ) -> None:
         self.url = url
+        self.sha256 = sha256
         self.deadline = deadline or Deadline.from_env()
         self.downloaded = 0
         self._pos = 0
@@ -179,28 +187,41 @@ class RangeReader:
         self._size = size if size is not None else self._probe_size()
 
     def _probe_size(self) -> int:
-        _body, total = self._fetch_range("bytes=-1")
+        offset, body, total = self._fetch_range("bytes=-1")
+        self._spans.append((offset, body))
         return total
 
-    def _fetch_range(self, spec: str) -> tuple[bytes, int]:
+    def _fetch_range(self, spec: str) -> tuple[int, bytes, int]:
+        """(offset of the body in the file, body, file size) for a ``Range`` header value."""
         request = urllib.request.Request(self.url, headers={"Range": spec})
         try:
             with urllib.request.urlopen(request, timeout=self.deadline.left(self.url)) as response:
-                if response.status != 206:
-                    raise SourceUnavailable(
-                        f"the index file host ignored a range request for {self.url}: "
-                        "use --source installed or --source git"
-                    )
-                body = _read_body(response, self.url, self.deadline)
-                total = int(str(response.headers.get("Content-Range", "")).rsplit("/", 1)[-1])
-        except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
+                if response.status == 200:
+                    if self.sha256 is None:
+                        raise SourceUnavailable(
+                            f"the index file host ignored a range request for {self.url} and the index publishes "
+                            "no sha256 to check the whole file against: use --source installed or --source git"
+                        )
+                    body = _read_body(response, self.url, self.deadline)
+                    offset, total = 0, len(body)
+                else:
+                    body = _read_body(response, self.url, self.deadline)
+                    # "bytes START-END/TOTAL"
+                    span, _, size = str(response.headers.get("Content-Range", "")).partition("/")
+                    offset, total = int(span.split()[-1].split("-")[0]), int(size)
+        except (urllib.error.URLError, TimeoutError, OSError, ValueError, IndexError) as exc:
             if self.deadline.expired():
                 self.deadline.left(self.url)
             raise SourceUnavailable(
                 f"cannot read {self.url} ({_reason(exc)}): check the network, or use --source git/installed"
             ) from None
         self.downloaded += len(body)
-        return body, total
+        if response.status == 200 and hashlib.sha256(body).hexdigest() != self.sha256:
+            raise SourceUnavailable(
+                f"{self.url} does not match the sha256 the package index publishes for it: "
+                "the download is corrupt or tampered with; retry, or use --source git"
+            )
+        return offset, body, total
 
     def seekable(self) -> bool:
         return True
@@ -225,9 +246,12 @@ class RangeReader:
                     start = max(0, stop - self._MIN_FETCH)
                 else:  # a member's header: its data follows
                     stop = min(self._size, start + self._MIN_FETCH)
-            body, _ = self._fetch_range(f"bytes={start}-{stop - 1}")
-            self._spans.append((start, body))
-            data = body[self._pos - start : end - start]
+            self._spans.append(self._fetch_range(f"bytes={start}-{stop - 1}")[:2])
+            data = self._cached(self._pos, end)
+            if data is None:
+                raise SourceUnavailable(
+                    f"{self.url} answered bytes {start}-{stop - 1} with another span: retry, or use --source git"
+                )
         self._pos = end
         return data
 

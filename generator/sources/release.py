@@ -30,7 +30,7 @@ def fetch(tag: str, progress: Progress = no_progress) -> tuple[UpstreamFile, int
     deadline = index.Deadline.from_env()  # one budget for the listing and every range read
     wheel = choose_wheel(index.list_files("vllm", deadline=deadline), version)
     progress(f"fetching {UPSTREAM_PATH} from {wheel.filename} (range reads)")
-    reader = index.RangeReader(wheel.url, wheel.size, deadline)
+    reader = index.RangeReader(wheel.url, wheel.size, deadline, sha256=wheel.sha256)
     try:
         with zipfile.ZipFile(reader) as archive:
             data = archive.read(UPSTREAM_PATH)  # zipfile checks the member's CRC-32

@@ -422,3 +422,55 @@ def test_a_cache_entry_replaced_with_its_sidecar_is_refused_until_refresh(
     assert result.exit_code == 0, result.output
     assert (project / "generated/balance_scheduler.py").read_bytes() == before
     assert cache.load(upstream_older.tag) == upstream_older.data
+
+
+@pytest.fixture
+def whole_file_index(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, tuple[bytes, str | None]]]:
+    """A loopback index whose file host ignores Range and sends whole files; it publishes the
+    sha256 given beside each file (None: no hash)."""
+    files: dict[str, tuple[bytes, str | None]] = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            return None
+
+        def do_GET(self) -> None:
+            if self.path == "/simple/vllm/":
+                listing = [
+                    {"filename": n, "url": f"/files/{n}", "size": len(d), "hashes": {"sha256": h} if h else {}}
+                    for n, (d, h) in files.items()
+                ]
+                body = json.dumps({"files": listing}).encode()
+            else:
+                body = files[self.path.removeprefix("/files/")][0]
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{server.server_address[1]}/simple")
+    try:
+        yield files
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_release_a_whole_file_is_checked_against_the_index_hash(
+    whole_file_index: dict[str, tuple[bytes, str | None]], upstream_pinned: UpstreamFile, pinned_tag: str
+) -> None:
+    version = version_of(pinned_tag)
+    name = f"vllm-{version}-cp38-abi3-manylinux_2_28_x86_64.whl"
+    wheel = _wheel(version, upstream_pinned.data, upstream_pinned.data)
+    whole_file_index[name] = (wheel, hashlib.sha256(wheel).hexdigest())
+    assert release.fetch(pinned_tag)[0].data == upstream_pinned.data
+    # RECORD and CRC agree with the altered member; only the index's hash of the whole file does not.
+    altered = upstream_pinned.data.replace(b"token_budget > 0", b"token_budget >= 0", 1)
+    whole_file_index[name] = (_wheel(version, altered, altered), hashlib.sha256(wheel).hexdigest())
+    with pytest.raises(SourceUnavailable, match="does not match the sha256 the package index publishes"):
+        release.fetch(pinned_tag)
+    whole_file_index[name] = (wheel, None)
+    with pytest.raises(SourceUnavailable, match="publishes no sha256"):
+        release.fetch(pinned_tag)
