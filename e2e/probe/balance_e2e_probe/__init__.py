@@ -1,0 +1,22 @@
+"""Test-only vLLM general plugin for ``make e2e`` (installed into ``.venv-e2e`` only).
+
+Inert unless ``BALANCE_E2E_PROBE_DIR`` is set. Then, in every process vLLM starts:
+
+- ``cpu_shims``: fills two gaps of vLLM's CPU build on the DP MoE path (gloo ``all_gatherv`` /
+  ``reduce_scatterv``; the fused-MoE torch fallback's SiLU on CPUs without AVX512);
+- ``recorder``: in each engine-core process, writes ``rank<N>.json`` with what that process really ran:
+  the engine-core class, the scheduler class, and per step whether balance's gate was closed while
+  requests waited on this rank.
+"""
+
+import os
+
+
+def register() -> None:
+    out_dir = os.environ.get("BALANCE_E2E_PROBE_DIR")
+    if not out_dir:
+        return
+    from balance_e2e_probe import cpu_shims, recorder
+
+    cpu_shims.install()
+    recorder.install(out_dir)

@@ -1,0 +1,66 @@
+"""Two gaps of vLLM's CPU build on the DP=2 MoE path, filled for the e2e only (never in ``vllm_ascend``).
+
+1. ``all_gatherv`` / ``reduce_scatterv`` over gloo for ``CpuCommunicator``: a DP MoE forward calls them
+   on the DP/EP groups and gets ``NotImplementedError`` (the CUDA communicator has them, the CPU one
+   does not at 0.24). Same contract as the CUDA versions: ``all_gatherv`` concatenates each rank's
+   ``sizes[r]`` rows along ``dim``; ``reduce_scatterv`` sums over ranks and returns this rank's
+   ``sizes[rank]`` rows. A vLLM that defines them on the CPU communicator itself keeps its own.
+2. On CPUs without AVX512 (no ``prepack_moe_weight`` kernel) the fused MoE falls back to a torch path
+   whose SiLU entry instantiates ``SiluAndMul`` during the forward, outside any vLLM config context:
+   ``AssertionError: Current vLLM config is not set`` at the first warm-up. The table's own comment
+   says it means to use static methods; the entry is pointed at ``SiluAndMul.forward_native`` (same math).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+
+def _all_gatherv(self, input_, dim: int = 0, sizes: list[int] | None = None):
+    if isinstance(input_, (list, tuple)):
+        return [_all_gatherv(self, t, dim, sizes) for t in input_]
+    world = self.world_size
+    if world == 1:
+        return input_
+    dim = dim + input_.dim() if dim < 0 else dim
+    x = input_.movedim(dim, 0).contiguous()
+    sizes = list(sizes) if sizes is not None else [x.shape[0]] * world
+    assert len(sizes) == world and x.shape[0] == sizes[self.rank_in_group], (sizes, tuple(x.shape))
+    padded = x.new_zeros((max(sizes), *x.shape[1:]))
+    padded[: x.shape[0]] = x
+    parts = [torch.empty_like(padded) for _ in range(world)]
+    dist.all_gather(parts, padded, group=self.device_group)
+    out = torch.cat([part[:n] for part, n in zip(parts, sizes, strict=True)])
+    return out.movedim(0, dim).contiguous()
+
+
+def _reduce_scatterv(self, input_, dim: int = -1, sizes: list[int] | None = None):
+    world = self.world_size
+    if world == 1:
+        return input_
+    dim = dim + input_.dim() if dim < 0 else dim
+    # A float32 copy: the in-place all_reduce must not touch input_, and the sum is not rounded to bf16.
+    x = input_.movedim(dim, 0).to(torch.float32, copy=True).contiguous()
+    sizes = list(sizes) if sizes is not None else [x.shape[0] // world] * world
+    assert len(sizes) == world and sum(sizes) == x.shape[0], (sizes, tuple(x.shape))
+    dist.all_reduce(x, group=self.device_group)
+    start = sum(sizes[: self.rank_in_group])
+    out = x[start : start + sizes[self.rank_in_group]].to(input_.dtype)
+    return out.movedim(0, dim).contiguous()
+
+
+def install() -> None:
+    from vllm.distributed.device_communicators.cpu_communicator import CpuCommunicator
+
+    for name, fn in (("all_gatherv", _all_gatherv), ("reduce_scatterv", _reduce_scatterv)):
+        if name not in CpuCommunicator.__dict__:
+            setattr(CpuCommunicator, name, fn)
+
+    from vllm.model_executor.layers.activation import SiluAndMul
+    from vllm.model_executor.layers.fused_moe import cpu_fused_moe
+
+    table = getattr(cpu_fused_moe, "_CPU_MOE_ACT_FN", None)
+    silu = getattr(getattr(cpu_fused_moe, "MoEActivation", None), "SILU", None)
+    if table is not None and silu in table:
+        table[silu] = SiluAndMul.forward_native
