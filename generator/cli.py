@@ -418,3 +418,29 @@ def seam_cmd(tag: str | None, source: str, vllm_repo: str | None, output: Path |
         return
     write_all_or_nothing({output: made.diff.encode()})
     click.echo(made.description, nl=False)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--tag", help="Release tag the copy claims to be (default: the pin file).")
+@source_options
+def migrate(file: Path, tag: str | None, source: str, vllm_repo: str | None) -> None:
+    """Judge a hand-kept copy: AST equal to upstream plus the deltas, and how many hunks are formatting only.
+
+    Exit 0 when the AST is equal (the generated module can replace it), 1 otherwise.
+    """
+    from generator.migrate import compare_copy
+
+    tag = _pinned_or(tag)
+    require_regular_or_absent(file, what="FILE")
+    try:
+        text = file.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"cannot read {file} as UTF-8 text ({error}): pass the hand-kept module") from None
+    upstream = _sources(source, vllm_repo).fetch(tag)
+    report = compare_copy(text, upstream.text)
+    for line in report.lines():
+        click.echo(f"{file}: {line}")
+    if not report.ast_equal:
+        raise VerificationFailed(f"{file} is not upstream {tag}'s schedule() plus the balance deltas: fix or drop it")
+    click.echo(f"{file}: replace it with the generated module (`make regen`); formatting differences need no review")
