@@ -7,6 +7,8 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from generator.errors import UpstreamShapeError
+
 UPSTREAM_PATH = "vllm/v1/core/sched/scheduler.py"
 
 # Sources report slow steps (network fetches) through this; the CLI prints them on stderr.
@@ -35,4 +37,11 @@ class UpstreamFile:
 
     @property
     def text(self) -> str:
-        return self.data.decode("utf-8")
+        try:
+            return self.data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = self.data[: exc.start].count(b"\n") + 1
+            raise UpstreamShapeError(
+                f"upstream {UPSTREAM_PATH} at {self.tag} (from {self.origin}) is not UTF-8 text (line {line}): "
+                "is the source a vLLM release?"
+            ) from None

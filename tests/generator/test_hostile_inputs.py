@@ -374,3 +374,16 @@ def test_bump_killed_between_its_renames_is_recoverable(
     assert (project / PIN_FILE).read_text() == f"{upstream_pinned.tag}\n"
     assert (project / OUTPUT).read_text() == pipeline.generate(upstream_pinned)
     assert run(project, "check", "--vllm-repo", str(vllm)).exit_code == 0
+
+
+def test_an_upstream_file_that_is_not_utf8_is_exit_4(
+    project: Path, tmp_path_factory: pytest.TempPathFactory, upstream_pinned: UpstreamFile
+) -> None:
+    broken = upstream_pinned.data.replace(b"# balance", b"# \xff balance", 1).replace(b"\n", b"\n# \xff\n", 1)
+    vllm = build_vllm_repo(tmp_path_factory.mktemp("vllm"), [(upstream_pinned.tag, broken)])
+    before = snapshot(project)
+    for command in ("regen", "check", "verify"):
+        result = run(project, command, "--vllm-repo", str(vllm))
+        assert result.exit_code == 4, (command, result.output)
+        assert "is not UTF-8 text (line 2)" in _only_line(result.stderr)
+    assert snapshot(project) == before
