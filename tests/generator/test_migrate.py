@@ -57,15 +57,11 @@ def test_cli_exit_codes(generated: str, tmp_path: Path, project: Path) -> None:
 
 
 @pytest.mark.network
-def test_vllm_ascends_own_hand_copy_is_ast_equal_and_reformatted(upstream_pinned: UpstreamFile) -> None:
-    """vllm-ascend 0.24.0rc1's patch_balance_schedule.py, read from its wheel on the package index."""
-    if upstream_pinned.tag != "v0.24.0":
-        pytest.fail("this case is the hand copy made for v0.24.0: update the wheel version with the pin")
-    wheel = next(
-        f
-        for f in index.list_files("vllm-ascend")
-        if f.filename.startswith("vllm_ascend-0.24.0rc1-cp311-cp311-manylinux")
-    )
+def test_vllm_ascends_own_hand_copy_is_ast_equal_and_reformatted() -> None:
+    """vllm-ascend 0.24.0rc1's patch_balance_schedule.py (from its wheel on the index) against vLLM v0.24.0."""
+    upstream, _ = release.fetch("v0.24.0")
+    prefix = "vllm_ascend-0.24.0rc1-cp311-cp311-manylinux"
+    wheel = next(f for f in index.list_files("vllm-ascend") if f.filename.startswith(prefix))
     with zipfile.ZipFile(index.RangeReader(wheel.url, wheel.size)) as archive:
         copy = archive.read("vllm_ascend/patch/platform/patch_balance_schedule.py").decode()
     assert SEED_GATE in copy
