@@ -6,6 +6,7 @@ import pytest
 
 from generator import pipeline
 from generator.errors import VerificationFailed
+from generator.sources import release
 from generator.sources.base import UpstreamFile
 from generator.verify import verify
 
@@ -17,16 +18,23 @@ GATE = (
 
 
 @pytest.fixture(scope="module")
-def generated(upstream_pinned: UpstreamFile) -> str:
-    text = pipeline.generate(upstream_pinned)
+def v024() -> UpstreamFile:
+    """A fixed release for the shape-specific cases below (the pin may be any release)."""
+    upstream, _ = release.fetch("v0.24.0")
+    return upstream
+
+
+@pytest.fixture(scope="module")
+def generated(v024: UpstreamFile) -> str:
+    text = pipeline.generate(v024)
     assert GATE in text
     return text
 
 
 def test_generated_output_verifies_for_both_signatures(
-    generated: str, upstream_pinned: UpstreamFile, upstream_older: UpstreamFile
+    upstream_pinned: UpstreamFile, upstream_older: UpstreamFile
 ) -> None:
-    verify(generated, upstream_pinned.text)
+    verify(pipeline.generate(upstream_pinned), upstream_pinned.text)
     older = pipeline.generate(upstream_older)
     assert "            return super().schedule()  # balance delta 1" in older
     verify(older, upstream_older.text)
@@ -34,60 +42,60 @@ def test_generated_output_verifies_for_both_signatures(
         verify(older, upstream_pinned.text)
 
 
-def test_delta2_moved_away_from_the_cap_break_fails(generated: str, upstream_pinned: UpstreamFile) -> None:
+def test_delta2_moved_away_from_the_cap_break_fails(generated: str, v024: UpstreamFile) -> None:
     moved = generated.replace(GATE, "", 1)
     anchor = "                request_queue = self._select_waiting_queue_for_scheduling()\n"
     moved = moved.replace(anchor, anchor + GATE, 1)
     with pytest.raises(VerificationFailed, match="does not directly follow upstream's running-cap break"):
-        verify(moved, upstream_pinned.text)
+        verify(moved, v024.text)
 
 
-def test_delta2_twice_fails(generated: str, upstream_pinned: UpstreamFile) -> None:
+def test_delta2_twice_fails(generated: str, v024: UpstreamFile) -> None:
     with pytest.raises(VerificationFailed, match="present 2 times"):
-        verify(generated.replace(GATE, GATE + GATE, 1), upstream_pinned.text)
+        verify(generated.replace(GATE, GATE + GATE, 1), v024.text)
 
 
-def test_delta1_forwarding_the_wrong_arguments_fails(generated: str, upstream_pinned: UpstreamFile) -> None:
+def test_delta1_forwarding_the_wrong_arguments_fails(generated: str, v024: UpstreamFile) -> None:
     wrong = generated.replace("return super().schedule(throttle_prefills)", "return super().schedule()", 1)
     with pytest.raises(VerificationFailed, match="delta 1"):
-        verify(wrong, upstream_pinned.text)
+        verify(wrong, v024.text)
 
 
-def test_a_comment_only_change_in_the_body_fails_the_text_check(generated: str, upstream_pinned: UpstreamFile) -> None:
+def test_a_comment_only_change_in_the_body_fails_the_text_check(generated: str, v024: UpstreamFile) -> None:
     # The AST would not see it; the byte-for-byte text comparison must.
     edited = generated.replace("# NOTE(woosuk) on the scheduling algorithm:", "# NOTE on the algorithm:", 1)
     with pytest.raises(VerificationFailed, match="text differs from upstream"):
-        verify(edited, upstream_pinned.text)
+        verify(edited, v024.text)
 
 
-def test_not_python_fails_cleanly(upstream_pinned: UpstreamFile) -> None:
+def test_not_python_fails_cleanly(v024: UpstreamFile) -> None:
     with pytest.raises(VerificationFailed, match="does not parse"):
-        verify("def (:\n", upstream_pinned.text)
+        verify("def (:\n", v024.text)
 
 
-def test_gate_with_another_operator_than_upstream_fails(generated: str, upstream_pinned: UpstreamFile) -> None:
+def test_gate_with_another_operator_than_upstream_fails(generated: str, v024: UpstreamFile) -> None:
     wrong = generated.replace("self.balance_leader_running == ", "self.balance_leader_running >= ", 1)
     with pytest.raises(VerificationFailed, match="same operator and cap"):
-        verify(wrong, upstream_pinned.text)
+        verify(wrong, v024.text)
 
 
-def test_gate_with_another_cap_than_upstream_fails(generated: str, upstream_pinned: UpstreamFile) -> None:
+def test_gate_with_another_cap_than_upstream_fails(generated: str, v024: UpstreamFile) -> None:
     wrong = generated.replace(
         "self.balance_leader_running == self.max_num_running_reqs", "self.balance_leader_running == self.max_num_seqs"
     )
     with pytest.raises(VerificationFailed, match="same operator and cap"):
-        verify(wrong, upstream_pinned.text)
+        verify(wrong, v024.text)
 
 
-def test_gathered_count_other_than_upstreams_fails(generated: str, upstream_pinned: UpstreamFile) -> None:
+def test_gathered_count_other_than_upstreams_fails(generated: str, v024: UpstreamFile) -> None:
     wrong = generated.replace("        return len(self.running)\n", "        return len(self.waiting)\n", 1)
     assert wrong != generated
     with pytest.raises(VerificationFailed, match=r"balance_running_count\(\) returns `len\(self.waiting\)`"):
-        verify(wrong, upstream_pinned.text)
+        verify(wrong, v024.text)
 
 
-def test_delta3_where_upstream_has_no_assert_fails(generated: str, upstream_pinned: UpstreamFile) -> None:
-    upstream = upstream_pinned.text.replace("assert request_queue is not None", "pass", 1)
+def test_delta3_where_upstream_has_no_assert_fails(generated: str, v024: UpstreamFile) -> None:
+    upstream = v024.text.replace("assert request_queue is not None", "pass", 1)
     with pytest.raises(VerificationFailed, match="no assert for it to replace"):
         verify(generated, upstream)
 
