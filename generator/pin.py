@@ -63,7 +63,8 @@ def read_pin(path: Path) -> str:
     except UnicodeDecodeError:
         raise UsageError(f"pin file {path} is not ASCII text: write a tag such as v0.24.0") from None
     tag = re.sub(r"[ \t\n\r\v\f]", "", text)
-    if tag and not _TAG_RE.fullmatch(tag) and not _PLAUSIBLE_RE.fullmatch(tag):
+    # Through a symlink the content is some other file's, never something written as a pin: not echoed.
+    if tag and not _TAG_RE.fullmatch(tag) and (path.is_symlink() or not _PLAUSIBLE_RE.fullmatch(tag)):
         raise UsageError(
             f"pin file {path} does not hold a plain vLLM release tag (its content is not shown: it is not "
             "tag-like, e.g. shell text or a symlink's target): write a tag such as v0.24.0 into it"
