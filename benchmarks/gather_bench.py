@@ -19,16 +19,16 @@ ROUNDS = 5
 def _rank(rank: int, world: int, port: int, results: Any) -> None:
     import torch
     import torch.distributed as dist
-
-    from vllm_ascend.core.balance_scheduler_base import BalanceSchedulerBase
+    from vllm_ascend._generated.balance_scheduler import BalanceScheduler
 
     timeout = datetime.timedelta(seconds=60)
     store = dist.TCPStore("127.0.0.1", port, world, rank == 0, timeout=timeout)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timeout)
     # balance_gather() only reads these attributes; the scheduler's other state is not involved.
-    scheduler: Any = object.__new__(BalanceSchedulerBase)
+    scheduler: Any = object.__new__(BalanceScheduler)
     scheduler._balance_enabled = True
     scheduler.running = [object()] * (rank + 1)
+    scheduler.num_waiting_for_streaming_input = 0  # read by upstream's count from 0.25 on
     scheduler.balance_queue = [torch.tensor([0], dtype=torch.int) for _ in range(world)]
     scheduler.dp_group = dist.group.WORLD
     floor_tensor = torch.tensor([rank], dtype=torch.int)
@@ -57,6 +57,7 @@ def _rank(rank: int, world: int, port: int, results: Any) -> None:
                 fn()
             timings[name].append((time.perf_counter() - start) / ITERS * 1e6)
     assert [t.item() for t in scheduler.balance_queue] == list(range(1, world + 1))
+    assert scheduler.balance_leader_running == world
     if rank == 0:
         results.put({k: statistics.median(v) for k, v in timings.items()})
     dist.barrier()
