@@ -33,7 +33,7 @@ def load(tag: str) -> bytes | None:
         if not (stat.S_ISREG(path.lstat().st_mode) and stat.S_ISREG(sidecar.lstat().st_mode)):
             return None
         data = path.read_bytes()
-        expected = sidecar.read_text().strip()
+        expected = sidecar.read_bytes().decode("ascii", errors="replace").strip()
     except OSError:
         return None
     if hashlib.sha256(data).hexdigest() != expected:

@@ -120,19 +120,26 @@ class IndexFile:
 
 def list_files(project: str, index_url: str | None = None, deadline: Deadline | None = None) -> list[IndexFile]:
     index = (index_url or configured_index_url()).rstrip("/")
-    payload = _get_json(f"{index}/{project}/", deadline or Deadline.from_env())
+    url = f"{index}/{project}/"
+    payload = _get_json(url, deadline or Deadline.from_env())
     files = []
-    for item in payload.get("files", []):
-        if item.get("yanked"):
-            continue
-        files.append(
-            IndexFile(
-                filename=item["filename"],
-                url=urllib.parse.urljoin(f"{index}/{project}/", item["url"]),
-                sha256=(item.get("hashes") or {}).get("sha256"),
-                size=item.get("size"),
+    try:
+        for item in payload.get("files", []):
+            if item.get("yanked"):
+                continue
+            files.append(
+                IndexFile(
+                    filename=str(item["filename"]),
+                    url=urllib.parse.urljoin(url, str(item["url"])),
+                    sha256=(item.get("hashes") or {}).get("sha256"),
+                    size=item.get("size"),
+                )
             )
-        )
+    except (KeyError, TypeError, AttributeError):
+        raise SourceUnavailable(
+            f"the package index answered {url} with a listing that is not PEP 691 JSON: "
+            "check pip's index-url, or use --source git/installed"
+        ) from None
     return files
 
 

@@ -474,3 +474,42 @@ def test_release_a_whole_file_is_checked_against_the_index_hash(
     whole_file_index[name] = (wheel, None)
     with pytest.raises(SourceUnavailable, match="publishes no sha256"):
         release.fetch(pinned_tag)
+
+
+@pytest.mark.parametrize(
+    "listing", [b'{"files": [{"url": "/x"}]}', b'{"files": 5}', b'{"files": [5]}', b"[1, 2]", b"not json"]
+)
+def test_release_a_listing_that_is_not_pep_691_is_source_unavailable(
+    monkeypatch: pytest.MonkeyPatch, pinned_tag: str, listing: bytes
+) -> None:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            return None
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(listing)))
+            self.end_headers()
+            self.wfile.write(listing)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{server.server_address[1]}/simple")
+    try:
+        with pytest.raises(SourceUnavailable, match="package index"):
+            release.fetch(pinned_tag)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_cache_sidecar_that_is_not_text_is_a_corrupt_entry(
+    monkeypatch: pytest.MonkeyPatch, upstream_older: UpstreamFile
+) -> None:
+    cache.store(upstream_older.tag, upstream_older.data)
+    entry = cache.cache_root() / "upstream" / upstream_older.tag / "scheduler.py"
+    entry.with_suffix(".py.sha256").write_bytes(b"\xff\xfe\n")
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # the refetch fails: exit 3, no crash
+    with pytest.raises(SourceUnavailable, match="cannot read the package index"):
+        fetch_upstream(upstream_older.tag)
+    assert not entry.exists()
