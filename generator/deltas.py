@@ -159,6 +159,7 @@ class CapCheck:
     operator: str
     cap: str  # the attribute upstream compares with, e.g. ``max_num_running_reqs``
     check: str  # upstream's condition as written, for the header
+    assigned: bool  # the count is ``name = <count>`` right before the check (0.25+), not inline
 
     def gate(self) -> str:
         return f"self.{LEADER_COUNT} {self.operator} self.{self.cap}"
@@ -311,9 +312,15 @@ class LeaderAtCapFreezes(Delta):
         if operator is None or cap not in self.CAPS:
             return None
         count = _count_of(ctx, block, index, test.left)
-        if count is None or _shape_of(ast.parse(f"({count})", mode="eval").body) not in _count_shapes(self.COUNTS):
+        if count is None or _shape_of(ast.parse(f"({count})", mode="eval").body) not in _shapes(self.COUNTS):
             return None
-        return CapCheck(count=count, operator=operator, cap=cap, check=ctx.code(stmt.test).strip())
+        return CapCheck(
+            count=count,
+            operator=operator,
+            cap=cap,
+            check=ctx.code(stmt.test).strip(),
+            assigned=isinstance(test.left, ast.Name),
+        )
 
 
 def _count_of(ctx: DeltaContext, block: cst.IndentedBlock, index: int, left: ast.expr) -> str | None:
@@ -343,7 +350,7 @@ def _self_attr(name: str) -> str:
 
 
 @cache
-def _count_shapes(counts: tuple[str, ...]) -> frozenset[str]:
+def _shapes(counts: tuple[str, ...]) -> frozenset[str]:
     return frozenset(_shape_of(ast.parse(c, mode="eval").body) for c in counts)
 
 
@@ -402,7 +409,7 @@ class QueueNoneBreaks(Delta):
         if test is None:
             return False
         parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
-        wanted = _count_shapes(self.EMPTY_QUEUE_TESTS)
+        wanted = _shapes(self.EMPTY_QUEUE_TESTS)
         return any(_shape_of(part) in wanted for part in parts)
 
 

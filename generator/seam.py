@@ -51,7 +51,7 @@ def make_seam(upstream: UpstreamFile) -> Seam:
     assert isinstance(check, cst.If)
 
     body = list(hit.block.body)
-    assignment = body[hit.index - 1] if cap.count != ctx.code(_compared(check)).strip() else None
+    assignment = body[hit.index - 1] if cap.assigned else None
     moved: list[cst.BaseStatement] = []
     call = cst.parse_statement(f"if self.{SEAM_METHOD}():\n    break\n").with_changes(leading_lines=check.leading_lines)
     body[hit.index] = call
@@ -73,11 +73,6 @@ def make_seam(upstream: UpstreamFile) -> Seam:
     patched = module.with_changes(body=[cls if s is found.cls else s for s in module.body]).code
     condition = ctx.code(check.test).strip()
     return Seam(patched, unified_diff(text, patched), condition, _description(tag, condition))
-
-
-def _compared(check: cst.If) -> cst.BaseExpression:
-    assert isinstance(check.test, cst.Comparison)
-    return check.test.left
 
 
 def _seam_method(ctx: deltas.DeltaContext, moved: list[cst.BaseStatement], check: cst.If) -> cst.FunctionDef:
