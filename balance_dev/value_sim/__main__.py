@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     capacity = args.capacity_req_s
     if capacity is None and args.arrivals in ("poisson", "bursty"):
-        capacity = measure_capacity(cfg)["requests_per_s"]
+        capacity = measure_capacity(cfg)["capacity_req_s"]
     result = simulate(SimConfig(**{**base, "cost": cost, "lengths": lengths, "capacity_req_s": capacity}))
     result["wall_s"] = time.monotonic() - start
     if args.json:

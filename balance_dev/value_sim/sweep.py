@@ -9,6 +9,7 @@ Every configuration of a comparison shares its seed, so balance modes see the sa
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import multiprocessing as mp
 import os
@@ -28,7 +29,16 @@ LOADS = (0.5, 0.8, 1.0, 1.2)
 HEADLINE_MODES = ("off", "on", "throttle")
 SIDE_DP = 8
 SIDE_LOADS = (0.8, 1.0, 1.2)
+ROUTING_LOADS = (1.0, 1.2)  # below the cap routing cannot matter to balance: on == off there
 STALENESS_MS = (0.0, 100.0, 1000.0)
+SENSITIVITY_LOADS = (1.0, 1.2)
+EXTRA_SEEDS = (2, 3)
+# How much of the result is the assumed coefficients: the same runs under other step-cost models.
+COST_VARIANTS = {
+    "flat (45 ms, whatever the batch)": CostModel.flat(45.0),
+    "prefill 3x cheaper, no mixed-step extra": CostModel(token_ms=0.017, expert_token_ms=0.02, prefill_ms=0.0),
+    "prefill 2x dearer, 20 ms mixed-step extra": CostModel(token_ms=0.1, expert_token_ms=0.12, prefill_ms=20.0),
+}
 Result = dict[str, Any]
 
 
@@ -37,10 +47,10 @@ def _worker_init() -> None:
 
 
 def _run(cfg: SimConfig) -> Result:
-    from balance_dev.value_sim.model import simulate
+    from balance_dev.value_sim.model import measure_capacity, simulate
 
     start = time.monotonic()
-    result = simulate(cfg)
+    result = measure_capacity(cfg) if cfg.arrivals == "closed" and cfg.capacity_req_s == 0 else simulate(cfg)
     result["wall_s"] = time.monotonic() - start
     return result
 
@@ -61,18 +71,29 @@ def _run_all(pool: ProcessPoolExecutor, cfgs: Sequence[SimConfig], log: Callable
     return results
 
 
-def plan(base: SimConfig, capacity: dict[int, float]) -> list[SimConfig]:
+def capacity_probes(base: SimConfig) -> list[SimConfig]:
+    """Balance off, closed loop with 2x the slots: per DP size, and at DP 8 per cost variant.
+
+    ``capacity_req_s=0`` marks a probe: the worker runs ``measure_capacity`` on it.
+    """
+    probe = replace(base, arrivals="closed", load=2.0, balance="off", capacity_req_s=0.0)
+    return [replace(probe, dp=dp) for dp in DPS] + [replace(probe, dp=SIDE_DP, cost=c) for c in COST_VARIANTS.values()]
+
+
+def plan(base: SimConfig, capacity: dict[tuple[int, CostModel], float]) -> list[SimConfig]:
+    """Open-loop load is relative to the capacity of the same DP size and cost model."""
     cfgs = []
     for dp in DPS:
         for load in LOADS:
             for mode in HEADLINE_MODES:
-                cfgs.append(replace(base, dp=dp, load=load, balance=mode, capacity_req_s=capacity[dp]))
-    side = replace(base, dp=SIDE_DP, capacity_req_s=capacity[SIDE_DP])
-    for load in SIDE_LOADS:
+                cfgs.append(replace(base, dp=dp, load=load, balance=mode, capacity_req_s=capacity[dp, base.cost]))
+    side = replace(base, dp=SIDE_DP, capacity_req_s=capacity[SIDE_DP, base.cost])
+    for load in ROUTING_LOADS:
         cfgs.append(replace(side, load=load, balance="on+throttle"))
         for routing in ("rr", "random"):
             for mode in ("off", "on"):
                 cfgs.append(replace(side, load=load, routing=routing, balance=mode))
+    for load in SIDE_LOADS:
         for arrivals in ("bursty", "closed"):
             for mode in HEADLINE_MODES:
                 cfgs.append(replace(side, load=load, arrivals=arrivals, balance=mode))
@@ -80,6 +101,11 @@ def plan(base: SimConfig, capacity: dict[int, float]) -> list[SimConfig]:
         if staleness != base.staleness_ms:
             for mode in ("off", "on"):
                 cfgs.append(replace(side, load=1.0, staleness_ms=staleness, balance=mode))
+    for load in SENSITIVITY_LOADS:
+        for mode in ("off", "on"):
+            for cost in COST_VARIANTS.values():
+                cfgs.append(replace(side, load=load, cost=cost, balance=mode, capacity_req_s=capacity[SIDE_DP, cost]))
+            cfgs.extend(replace(side, load=load, seed=seed, balance=mode) for seed in EXTRA_SEEDS)
     return cfgs
 
 
@@ -88,19 +114,25 @@ def run_sweep(base: SimConfig, jobs: int, log: Callable[[str], None]) -> dict[st
     ctx = mp.get_context("spawn")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init) as pool:
         log("capacity (closed loop, 2x the slots, balance off, score routing):")
-        probes = [replace(base, dp=dp, arrivals="closed", load=2.0, balance="off") for dp in DPS]
+        probes = capacity_probes(base)
         cap_results = _run_all(pool, probes, log)
-        capacity = {dp: r["requests_per_s"] for dp, r in zip(DPS, cap_results, strict=True)}
+        capacity = {(c.dp, c.cost): r["capacity_req_s"] for c, r in zip(probes, cap_results, strict=True)}
         cfgs = plan(base, capacity)
         log(f"{len(cfgs)} configurations:")
         results = _run_all(pool, cfgs, log)
     return {
         "base": _cfg_dict(base),
-        "capacity": [{"dp": dp, **_pick(r)} for dp, r in zip(DPS, cap_results, strict=True)],
+        "capacity": [
+            {"dp": c.dp, "cost_model": _cost_name(c.cost), **_pick(r)} for c, r in zip(probes, cap_results, strict=True)
+        ],
         "results": results,
         "wall_s": time.monotonic() - start,
         "jobs": jobs,
     }
+
+
+def _cost_name(cost: CostModel) -> str:
+    return next((name for name, c in COST_VARIANTS.items() if c == cost), "default")
 
 
 def _cfg_dict(cfg: SimConfig) -> dict[str, Any]:
@@ -108,7 +140,7 @@ def _cfg_dict(cfg: SimConfig) -> dict[str, Any]:
 
 
 def _pick(r: Result) -> Result:
-    keys = ("requests_per_s", "throughput_tok_s", "step_ms_mean", "prefill_step_fraction", "cap_hit_fraction")
+    keys = ("capacity_req_s", "throughput_tok_s", "step_ms_mean", "prefill_step_fraction", "cap_hit_fraction")
     return {k: r[k] for k in (*keys, "wall_s")}
 
 
@@ -117,6 +149,7 @@ def _pick(r: Result) -> Result:
 
 
 def _find(results: list[Result], **where: Any) -> Result | None:
+    """The run with these settings; unnamed ones default to the headline's (Poisson, score, 100 ms)."""
     base = {"arrivals": "poisson", "routing": "score", "staleness_ms": 100.0}
     want = {**base, **where}
     for r in results:
@@ -157,6 +190,8 @@ def _table(title: str, keys: list[str], rows: list[tuple[list[str], Result, Resu
 def render(data: dict[str, Any], out: Path) -> str:
     results: list[Result] = data["results"]
     base = data["base"]
+    # Unless a table asks otherwise: the sweep's own seed and cost model.
+    find = functools.partial(_find, results, seed=base["seed"], cost=base["cost"])
     walls = [r["wall_s"] for r in results]
     lines = [
         "# Value simulator: when does balance scheduling pay?",
@@ -190,21 +225,22 @@ def render(data: dict[str, Any], out: Path) -> str:
         "",
         "## Capacity with balance off (closed loop, 2x slots)",
         "",
-        "| DP | requests/s | tok/s | mean step ms | prefill steps | wall s |",
-        "|---|---|---|---|---|---|",
+        "| DP | cost model | requests/s (tok/s ÷ mean output) | tok/s | mean step ms | prefill steps | wall s |",
+        "|---|---|---|---|---|---|---|",
     ]
     for c in data["capacity"]:
         lines.append(
-            f"| {c['dp']} | {c['requests_per_s']:.2f} | {c['throughput_tok_s']:.0f} | {c['step_ms_mean']:.1f} "
+            f"| {c['dp']} | {c.get('cost_model', 'default')} | {c['capacity_req_s']:.2f} "
+            f"| {c['throughput_tok_s']:.0f} | {c['step_ms_mean']:.1f} "
             f"| {c['prefill_step_fraction']:.2f} | {c['wall_s']:.0f} |"
         )
     lines += ["", "## Headline: Poisson arrivals, vLLM's score routing (100 ms snapshots)", ""]
     rows = []
     for dp in DPS:
         for load in LOADS:
-            ref = _find(results, dp=dp, load=load, balance="off")
+            ref = find(dp=dp, load=load, balance="off")
             for mode in HEADLINE_MODES:
-                r = _find(results, dp=dp, load=load, balance=mode)
+                r = find(dp=dp, load=load, balance=mode)
                 if r:
                     rows.append(([str(dp), f"{load:g}", mode], r, ref))
     lines += _table("DP x load x balance", ["DP", "load", "balance"], rows)
@@ -212,38 +248,67 @@ def render(data: dict[str, Any], out: Path) -> str:
     lines += ["![frozen fraction against load](value_sim_frozen.png)", ""]
     lines += [f"## DP {SIDE_DP}: routing, arrivals, staleness, on+throttle", ""]
     rows = []
-    for load in SIDE_LOADS:
+    for load in ROUTING_LOADS:
         for routing in ("score", "rr", "random"):
-            ref = _find(results, dp=SIDE_DP, load=load, routing=routing, balance="off")
+            ref = find(dp=SIDE_DP, load=load, routing=routing, balance="off")
             for mode in ("off", "on"):
-                r = _find(results, dp=SIDE_DP, load=load, routing=routing, balance=mode)
+                r = find(dp=SIDE_DP, load=load, routing=routing, balance=mode)
                 if r:
                     rows.append(([f"{load:g}", routing, mode], r, ref))
     lines += _table("Routing (Poisson)", ["load", "routing", "balance"], rows)
     rows = []
     for load in SIDE_LOADS:
         for arrivals in ("poisson", "bursty", "closed"):
-            ref = _find(results, dp=SIDE_DP, load=load, arrivals=arrivals, balance="off")
+            ref = find(dp=SIDE_DP, load=load, arrivals=arrivals, balance="off")
             for mode in (*HEADLINE_MODES, "on+throttle"):
-                r = _find(results, dp=SIDE_DP, load=load, arrivals=arrivals, balance=mode)
+                r = find(dp=SIDE_DP, load=load, arrivals=arrivals, balance=mode)
                 if r:
                     rows.append(([f"{load:g}", arrivals, mode], r, ref))
     lines += _table("Arrival processes (score routing)", ["load", "arrivals", "balance"], rows)
     rows = []
     for staleness in STALENESS_MS:
-        ref = _find(results, dp=SIDE_DP, load=1.0, staleness_ms=staleness, balance="off")
+        ref = find(dp=SIDE_DP, load=1.0, staleness_ms=staleness, balance="off")
         for mode in ("off", "on"):
-            r = _find(results, dp=SIDE_DP, load=1.0, staleness_ms=staleness, balance=mode)
+            r = find(dp=SIDE_DP, load=1.0, staleness_ms=staleness, balance=mode)
             if r:
                 rows.append(([f"{staleness:g}", mode], r, ref))
     lines += _table("Snapshot staleness (Poisson, load 1.0, score routing)", ["staleness ms", "balance"], rows)
+    lines += _sensitivity(find, base)
     text = "\n".join(lines) + "\n"
     (out / "value_sim.md").write_text(text)
-    _plots(results, out)
+    _plots(find, out)
     return text
 
 
-def _plots(results: list[Result], out: Path) -> None:
+def _sensitivity(find: Callable[..., Result | None], base: dict[str, Any]) -> list[str]:
+    lines = [
+        "## How much rests on the assumed coefficients (DP 8, Poisson, score routing)",
+        "",
+        "The same runs under other step-cost models, and under other seeds (the arrival trace and lengths).",
+        "",
+    ]
+    variants = {"default (the model above)": base["cost"]} | {k: asdict(v) for k, v in COST_VARIANTS.items()}
+    rows = []
+    for load in SENSITIVITY_LOADS:
+        for name, cost in variants.items():
+            ref = find(dp=SIDE_DP, load=load, cost=cost, balance="off")
+            for mode in ("off", "on"):
+                r = find(dp=SIDE_DP, load=load, cost=cost, balance=mode)
+                if r:
+                    rows.append(([f"{load:g}", name, mode], r, ref))
+    lines += _table("Step-cost model", ["load", "cost model", "balance"], rows)
+    rows = []
+    for load in SENSITIVITY_LOADS:
+        for seed in (base["seed"], *EXTRA_SEEDS):
+            ref = find(dp=SIDE_DP, load=load, seed=seed, balance="off")
+            for mode in ("off", "on"):
+                r = find(dp=SIDE_DP, load=load, seed=seed, balance=mode)
+                if r:
+                    rows.append(([f"{load:g}", str(seed), mode], r, ref))
+    return lines + _table("Seeds", ["load", "seed", "balance"], rows)
+
+
+def _plots(find: Callable[..., Result | None], out: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -253,7 +318,7 @@ def _plots(results: list[Result], out: Path) -> None:
     fig, axes = plt.subplots(2, len(DPS), figsize=(4.2 * len(DPS), 7), squeeze=False)
     for col, dp in enumerate(DPS):
         for mode, (color, marker) in styles.items():
-            pts = [(ld, _find(results, dp=dp, load=ld, balance=mode)) for ld in LOADS]
+            pts = [(ld, find(dp=dp, load=ld, balance=mode)) for ld in LOADS]
             xs = [ld for ld, r in pts if r]
             rs = [r for _, r in pts if r]
             axes[0][col].plot(xs, [r["throughput_tok_s"] for r in rs], color=color, marker=marker, label=mode)
@@ -270,7 +335,7 @@ def _plots(results: list[Result], out: Path) -> None:
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for dp in DPS:
-        on = [found for ld in LOADS if (found := _find(results, dp=dp, load=ld, balance="on")) is not None]
+        on = [found for ld in LOADS if (found := find(dp=dp, load=ld, balance="on")) is not None]
         ax.plot([r["load"] for r in on], [r["frozen_fraction"] for r in on], marker="s", label=f"DP {dp}")
     ax.set_xlabel("load (x balance-off capacity)")
     ax.set_ylabel("fraction of steps frozen (balance on)")
@@ -284,7 +349,7 @@ def _plots(results: list[Result], out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m balance_dev.value_sim sweep", description=__doc__.split("\n\n")[0])
     p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--seconds", type=float, default=45.0)
+    p.add_argument("--seconds", type=float, default=40.0)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     p.add_argument("--render-only", action="store_true", help="re-render from OUT/value_sim.json")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +98,18 @@ def test_the_throttle_flag_is_vllms_cadence() -> None:
     assert not Simulation(replace(SMALL, balance="on"))._should_throttle(sim.engine)  # interval 1: never
 
 
+def test_a_trace_file_drives_the_arrivals(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    rows = [{"arrival_s": 0.3 * i, "prompt_len": 50 + 10 * i, "output_len": 5 + i} for i in range(10)]
+    trace.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    sim = Simulation(replace(SMALL, arrivals="trace", trace=str(trace), warmup_frac=0.0))
+    r = sim.run()
+    assert r["arrived"] == r["finished"] == 10
+    assert sorted((q.arrival, q.prompt, q.output, q.emitted) for q in sim.reqs.values()) == [
+        (0.3 * i, 50 + 10 * i, 5 + i, 5 + i) for i in range(10)
+    ]
+
+
 def test_an_idle_group_sleeps_and_the_32_step_tail_ends_waves() -> None:
     r = simulate(replace(SMALL, load=0.1, seconds=30.0))
     assert r["waves"] >= 2  # drained, ran out the all-reduce tail, slept until the next arrival
@@ -127,12 +139,13 @@ def test_the_report_renders_tables_and_plots(tmp_path: Path) -> None:
                 r: dict[str, Any] = {k: 0.5 for k in REQUIRED}
                 r.update(
                     dp=dp, load=load, balance=mode, arrivals="poisson", routing="score", staleness_ms=100.0,
+                    seed=1, cost=asdict(CostModel()),
                     e2e_p99_s=2.0, cap_hit_fraction=0.3, queues_stable=load < 1.1, wall_s=1.0,
                     throughput_tok_s=100.0 * load * (1.1 if mode == "on" else 1.0),
                 )  # fmt: skip
                 results.append(r)
     base = sweep._cfg_dict(SimConfig())
-    cap = {"dp": 2, "requests_per_s": 1.0, "throughput_tok_s": 10.0, "step_ms_mean": 40.0}
+    cap = {"dp": 2, "capacity_req_s": 1.0, "throughput_tok_s": 10.0, "step_ms_mean": 40.0}
     data = {"base": base, "capacity": [{**cap, "prefill_step_fraction": 0.2, "wall_s": 1.0}], "results": results}
     text = sweep.render({**data, "wall_s": 12.0, "jobs": 2}, tmp_path)
     assert "| 32 | 1 | on | 110 | +10.0% |" in text
