@@ -7,7 +7,7 @@ VLLM_VERSION = $(shell tr -d '[:space:]' < $(PIN))
 CLI := $(BIN)/balance-patchgen
 PYTEST_ARGS ?=
 
-.PHONY: regen regen-deps check verify lint test pytest dp-sim bench clean-venv value-sim
+.PHONY: regen regen-deps check verify lint test pytest dp-sim bench clean-venv test-range value-sim
 
 # Generator only: enough for regen/check/verify (upstream comes from the package index, cached).
 $(VENV)/.dev-installed: requirements/dev.txt pyproject.toml
@@ -58,6 +58,21 @@ clean-venv:
 # DP serving simulator on real schedulers: benchmarks/results/value_sim.md + PNG plots (~10 min, 2 cores).
 value-sim: $(VENV)/.vllm-$(VLLM_VERSION)
 	$(BIN)/python -m balance_dev.value_sim sweep --out benchmarks/results
+
+# Not part of `make test`: the runtime tests (tests/runtime) against one vLLM release per family,
+# each in its own venv (.venv-range/TAG, kept between runs), on a copy of the working tree
+# regenerated for that tag (build/range/TAG). One release: make test-range RANGE_TAGS=v0.27.1
+RANGE_TAGS ?= v0.24.0 v0.27.1 v0.32.0
+RANGE := .venv-range
+
+$(RANGE)/%/.installed: requirements/dev.txt .ci/install-vllm .ci/vllm_companions.py
+	test -x $(RANGE)/$*/bin/python || $(PYTHON) -m venv $(RANGE)/$*
+	$(RANGE)/$*/bin/pip install -q --disable-pip-version-check -r requirements/dev.txt
+	.ci/install-vllm $(RANGE)/$* $*
+	touch $@
+
+test-range: $(RANGE_TAGS:%=$(RANGE)/%/.installed)
+	PYTEST_ARGS='$(PYTEST_ARGS)' .ci/test-range $(RANGE_TAGS)
 
 # End to end, after `make test` in CI: the CPU build of the pinned vLLM in its own venv (.venv-e2e,
 # installed once; a stamp skips it after), then a real DP=2 engine on a tiny MoE model, balance on and
