@@ -313,6 +313,7 @@ def _plots(find: Callable[..., Result | None], out: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     styles = {"off": ("tab:gray", "o"), "on": ("tab:blue", "s"), "throttle": ("tab:orange", "^")}
     fig, axes = plt.subplots(2, len(DPS), figsize=(4.2 * len(DPS), 7), squeeze=False)
@@ -327,6 +328,8 @@ def _plots(find: Callable[..., Result | None], out: Path) -> None:
         axes[0][col].set_ylabel("output tok/s (simulated time)")
         axes[1][col].set_ylabel("TTFT p99 (s)")
         axes[1][col].set_yscale("log")
+        axes[1][col].yaxis.set_major_formatter(ScalarFormatter())
+        axes[1][col].yaxis.set_minor_formatter(NullFormatter())
         axes[1][col].set_xlabel("load (x balance-off capacity)")
         axes[0][col].legend()
     fig.suptitle("Poisson arrivals, vLLM score routing")
