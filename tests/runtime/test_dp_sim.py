@@ -36,7 +36,9 @@ def _no_children_left() -> None:
 
 
 def test_shipped_placement_keeps_the_invariant_and_never_hangs() -> None:
-    reports, _, hang = dp_sim.run(_args("sync", steps=2000))  # long enough for waves to end
+    # Long enough for waves to end. A generous collective timeout: here a "hang" would be a rank
+    # stalled by a loaded machine, not a deadlock (the rejected placements below prove detection).
+    reports, _, hang = dp_sim.run(_args("sync", steps=2000, timeout=30.0))
     _no_children_left()
     assert hang is None
     assert len(reports) == 3
