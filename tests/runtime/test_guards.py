@@ -36,7 +36,7 @@ def test_scheduler_methods_the_copied_body_calls_still_exist(upstream_scheduler_
         and isinstance(node.func.value, ast.Name)
         and node.func.value.id == "self"
     }
-    assert {"_update_after_schedule"} <= called and len(called) > 10  # the body calls many of upstream's helpers
+    assert "_update_after_schedule" in called
     missing = sorted(name for name in called if not hasattr(upstream_scheduler_cls, name))
     assert missing == []
 
