@@ -76,7 +76,7 @@ test-range: $(RANGE_TAGS:%=$(RANGE)/%/.installed)
 
 # End to end, after `make test` in CI: the CPU build of the pinned vLLM in its own venv (.venv-e2e,
 # installed once; a stamp skips it after), then a real DP=2 engine on a tiny MoE model, balance on and
-# off, each run under a hard timeout (e2e/run.py; ~10 min on 2 cores, the install ~5-8 min once).
+# off, each run under a hard timeout (e2e/run.py; ~3-10 min on 2 cores, the install 8-10 min once).
 E2E_VENV := .venv-e2e
 .PHONY: e2e
 e2e:
