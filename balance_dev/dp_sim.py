@@ -2,7 +2,8 @@
 
 Each rank runs a loop shaped like upstream ``DPEngineCoreProc.run_busy_loop``: input, a step
 (``schedule()`` + a fake model output, or a dummy batch when the rank has no work), then
-``_has_global_unfinished_reqs`` (upstream's real method: all-reduce every 32 steps), and the idle
+``_has_global_unfinished_reqs`` (upstream's real method: an all-reduce every 32 steps; from 0.32 at
+step 1 and every ``dp_sync_interval``), and the idle
 ``continue`` when no rank has work. Idle ranks block as on the input queue and wake on their own
 request or on START_DP_WAVE (after a random delay: ranks learn of a wave at different times), and
 sometimes spuriously (utility calls, stale wave messages) for one idle iteration.
@@ -119,10 +120,7 @@ def _build(args: argparse.Namespace, group: Any, patch: Any, vo: Any) -> tuple[A
     )
     scheduler = vo.make_scheduler(patch.BalanceScheduler, config, num_blocks=4096)
     engine_cls = patch.BalanceDPEngineCoreProc if args.placement == "sync" else patch._OriginalDPEngineCoreProc
-    engine = object.__new__(engine_cls)  # no model executor here: the loop plays its part
-    engine.step_counter, engine.current_wave = 0, 0
-    engine.pending_pause, engine.ignore_start_dp_wave, engine.engines_running = False, False, False
-    engine.dp_group, engine.scheduler = group, scheduler
+    engine = vo.bare_dp_engine(engine_cls, group, scheduler)  # no model executor: the loop plays its part
     scheduler.dp_group = group
     return scheduler, engine
 

@@ -13,6 +13,7 @@ import torch.distributed as dist
 from balance_dev.scenarios import SCENARIOS, build, drive
 from balance_dev.upstream_cap import SEAM_METHOD, gathered_leader_value, upstream_cap
 from balance_dev.vllm_objects import (
+    bare_dp_engine,
     fake_model_output,
     make_request,
     summarize,
@@ -153,13 +154,18 @@ def test_contract3_engine_hook_injects_group_then_gathers_once_per_call(
 ) -> None:
     spy = _AllGatherSpy()
     monkeypatch.setattr(torch.distributed, "all_gather", spy)
-    engine = object.__new__(patch_mod.BalanceDPEngineCoreProc)  # no model executor on this machine
-    engine.step_counter, engine.pending_pause, engine.ignore_start_dp_wave = 0, False, False
-    engine.dp_group = gloo_world
-    engine.scheduler = build(patch_mod.BalanceScheduler, {"max_num_seqs": 4}, True)
-    for step in range(1, 65):  # crosses two of upstream's every-32-steps all-reduces
-        assert engine._has_global_unfinished_reqs(local_unfinished=False) is (step % 32 != 0)
-        assert len(spy.calls) == step
+    # No model executor on this machine: the engines carry the state upstream's sync reads. The twin
+    # runs upstream's own method, so its answers (which steps all-reduce) are the oracle.
+    scheduler = build(patch_mod.BalanceScheduler, {"max_num_seqs": 4}, True)
+    engine = bare_dp_engine(patch_mod.BalanceDPEngineCoreProc, gloo_world, scheduler)
+    twin = bare_dp_engine(patch_mod._OriginalDPEngineCoreProc, gloo_world, scheduler)
+    answers = []
+    for step in range(1, 65):  # crosses at least two of upstream's periodic all-reduces
+        answer = engine._has_global_unfinished_reqs(local_unfinished=False)
+        assert answer is twin._has_global_unfinished_reqs(local_unfinished=False)
+        answers.append(answer)
+        assert len(spy.calls) == step  # one gather per call, whatever upstream's sync did
+    assert answers.count(False) >= 2  # upstream's all-reduce ran (all idle: False) more than once
     assert engine.scheduler.dp_group is gloo_world
 
 

@@ -18,7 +18,8 @@ def _args(placement: str, **overrides: object) -> argparse.Namespace:
         "placement": placement,
         "balance": True,
         "timeout": 8.0,
-        "watchdog": 240.0,
+        # Only a harness failure trips this (3 processes importing vLLM on 2 busy cores take minutes).
+        "watchdog": 900.0,
         "compare": False,
         "expect_hang": False,
     }
@@ -56,7 +57,7 @@ def test_rejected_placements_are_detected_as_hangs(placement: str) -> None:
     _reports, wall, hang = dp_sim.run(_args(placement))
     _no_children_left()
     assert hang is not None and "stuck in a collective at tick" in hang
-    assert wall < 240
+    assert wall < 900
 
 
 def test_cli_exits_non_zero_on_a_hang(capsys: pytest.CaptureFixture[str]) -> None:
