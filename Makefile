@@ -3,7 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PIN := .github/vllm-release-tag.commit
-VLLM_VERSION = $(shell tr -d '[:space:]' < $(PIN))
+# Only characters a release tag has: a hostile pin cannot break make's syntax (`;`, `:`, `$`);
+# balance-patchgen and .ci/install-vllm then refuse it with one line.
+VLLM_VERSION = $(shell tr -dc 'A-Za-z0-9.+-' < $(PIN))
 CLI := $(BIN)/balance-patchgen
 PYTEST_ARGS ?=
 
