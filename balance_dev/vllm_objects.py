@@ -171,7 +171,7 @@ def summarize(out: Any) -> dict[str, Any]:
 def bare_dp_engine(engine_cls: type, group: Any, scheduler: Any) -> Any:
     """A DP engine core without model executor: the state upstream's ``__init__`` gives the busy loop's
     sync (step counter, wave, pause protocol) and, from 0.32 on, the sync interval from the config."""
-    engine = object.__new__(engine_cls)
+    engine: Any = object.__new__(engine_cls)
     engine.step_counter, engine.current_wave = 0, 0
     engine.pending_pause, engine.ignore_start_dp_wave, engine.engines_running = False, False, False
     engine.dp_group, engine.scheduler, engine.dp_rank = group, scheduler, 0
