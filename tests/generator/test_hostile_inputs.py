@@ -223,6 +223,9 @@ def test_ctrl_c_exits_130_with_one_line(fresh: Path, stalled_index: socket.socke
         stderr=subprocess.PIPE,
         text=True,
         cwd=REPO_ROOT,
+        # As at a terminal: a runner that starts us in the background has SIGINT ignored, which a
+        # child would inherit (and Python then installs no KeyboardInterrupt handler).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     connection, _ = stalled_index.accept()  # the child now waits for the index to answer
     try:
@@ -230,7 +233,7 @@ def test_ctrl_c_exits_130_with_one_line(fresh: Path, stalled_index: socket.socke
         _, stderr = child.communicate(timeout=60)
     finally:
         connection.close()
-    assert child.returncode == 130
+    assert child.returncode == 130, stderr
     assert "interrupted" in _only_line(stderr)
 
 
