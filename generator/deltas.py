@@ -179,10 +179,6 @@ class Outcome:
     details: tuple[str, ...] = ()
     cap: CapCheck | None = None
 
-    @property
-    def status(self) -> str:
-        return "applied" if self.applied else "not needed"
-
 
 class Delta:
     number: ClassVar[int]
