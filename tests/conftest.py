@@ -50,6 +50,13 @@ def upstream_pinned(pinned_tag: str) -> UpstreamFile:
 
 
 @pytest.fixture(scope="session")
+def upstream_v024() -> UpstreamFile:
+    """v0.24.0 from the release artifact: cases about its shape (and the seed's gate) whatever the pin is."""
+    upstream, _ = release.fetch("v0.24.0")
+    return upstream
+
+
+@pytest.fixture(scope="session")
 def upstream_older() -> UpstreamFile:
     """Upstream at OLDER_TAG, from the release artifact on the configured package index."""
     upstream, _ = release.fetch(OLDER_TAG)

@@ -18,15 +18,8 @@ GATE = (
 
 
 @pytest.fixture(scope="module")
-def v024() -> UpstreamFile:
-    """A fixed release for the shape-specific cases below (the pin may be any release)."""
-    upstream, _ = release.fetch("v0.24.0")
-    return upstream
-
-
-@pytest.fixture(scope="module")
-def generated(v024: UpstreamFile) -> str:
-    text = pipeline.generate(v024)
+def generated(upstream_v024: UpstreamFile) -> str:
+    text = pipeline.generate(upstream_v024)
     assert GATE in text
     return text
 
@@ -42,60 +35,60 @@ def test_generated_output_verifies_for_both_signatures(
         verify(older, upstream_pinned.text)
 
 
-def test_delta2_moved_away_from_the_cap_break_fails(generated: str, v024: UpstreamFile) -> None:
+def test_delta2_moved_away_from_the_cap_break_fails(generated: str, upstream_v024: UpstreamFile) -> None:
     moved = generated.replace(GATE, "", 1)
     anchor = "                request_queue = self._select_waiting_queue_for_scheduling()\n"
     moved = moved.replace(anchor, anchor + GATE, 1)
     with pytest.raises(VerificationFailed, match="does not directly follow upstream's running-cap break"):
-        verify(moved, v024.text)
+        verify(moved, upstream_v024.text)
 
 
-def test_delta2_twice_fails(generated: str, v024: UpstreamFile) -> None:
+def test_delta2_twice_fails(generated: str, upstream_v024: UpstreamFile) -> None:
     with pytest.raises(VerificationFailed, match="present 2 times"):
-        verify(generated.replace(GATE, GATE + GATE, 1), v024.text)
+        verify(generated.replace(GATE, GATE + GATE, 1), upstream_v024.text)
 
 
-def test_delta1_forwarding_the_wrong_arguments_fails(generated: str, v024: UpstreamFile) -> None:
+def test_delta1_forwarding_the_wrong_arguments_fails(generated: str, upstream_v024: UpstreamFile) -> None:
     wrong = generated.replace("return super().schedule(throttle_prefills)", "return super().schedule()", 1)
     with pytest.raises(VerificationFailed, match="delta 1"):
-        verify(wrong, v024.text)
+        verify(wrong, upstream_v024.text)
 
 
-def test_a_comment_only_change_in_the_body_fails_the_text_check(generated: str, v024: UpstreamFile) -> None:
+def test_a_comment_only_change_in_the_body_fails_the_text_check(generated: str, upstream_v024: UpstreamFile) -> None:
     # The AST would not see it; the byte-for-byte text comparison must.
     edited = generated.replace("# NOTE(woosuk) on the scheduling algorithm:", "# NOTE on the algorithm:", 1)
     with pytest.raises(VerificationFailed, match="text differs from upstream"):
-        verify(edited, v024.text)
+        verify(edited, upstream_v024.text)
 
 
-def test_not_python_fails_cleanly(v024: UpstreamFile) -> None:
+def test_not_python_fails_cleanly(upstream_v024: UpstreamFile) -> None:
     with pytest.raises(VerificationFailed, match="does not parse"):
-        verify("def (:\n", v024.text)
+        verify("def (:\n", upstream_v024.text)
 
 
-def test_gate_with_another_operator_than_upstream_fails(generated: str, v024: UpstreamFile) -> None:
+def test_gate_with_another_operator_than_upstream_fails(generated: str, upstream_v024: UpstreamFile) -> None:
     wrong = generated.replace("self.balance_leader_running == ", "self.balance_leader_running >= ", 1)
     with pytest.raises(VerificationFailed, match="same operator and cap"):
-        verify(wrong, v024.text)
+        verify(wrong, upstream_v024.text)
 
 
-def test_gate_with_another_cap_than_upstream_fails(generated: str, v024: UpstreamFile) -> None:
+def test_gate_with_another_cap_than_upstream_fails(generated: str, upstream_v024: UpstreamFile) -> None:
     wrong = generated.replace(
         "self.balance_leader_running == self.max_num_running_reqs", "self.balance_leader_running == self.max_num_seqs"
     )
     with pytest.raises(VerificationFailed, match="same operator and cap"):
-        verify(wrong, v024.text)
+        verify(wrong, upstream_v024.text)
 
 
-def test_gathered_count_other_than_upstreams_fails(generated: str, v024: UpstreamFile) -> None:
+def test_gathered_count_other_than_upstreams_fails(generated: str, upstream_v024: UpstreamFile) -> None:
     wrong = generated.replace("        return len(self.running)\n", "        return len(self.waiting)\n", 1)
     assert wrong != generated
     with pytest.raises(VerificationFailed, match=r"balance_running_count\(\) returns `len\(self.waiting\)`"):
-        verify(wrong, v024.text)
+        verify(wrong, upstream_v024.text)
 
 
-def test_delta3_where_upstream_has_no_assert_fails(generated: str, v024: UpstreamFile) -> None:
-    upstream = v024.text.replace("assert request_queue is not None", "pass", 1)
+def test_delta3_where_upstream_has_no_assert_fails(generated: str, upstream_v024: UpstreamFile) -> None:
+    upstream = upstream_v024.text.replace("assert request_queue is not None", "pass", 1)
     with pytest.raises(VerificationFailed, match="no assert for it to replace"):
         verify(generated, upstream)
 
@@ -103,7 +96,6 @@ def test_delta3_where_upstream_has_no_assert_fails(generated: str, v024: Upstrea
 @pytest.mark.network
 @pytest.mark.parametrize("tag", ["v0.27.1", "v0.32.0", "v0.33.0"])
 def test_real_release_of_each_later_family_generates_and_verifies(tag: str) -> None:
-    from generator.sources import release
 
     upstream, _ = release.fetch(tag)
     text = pipeline.generate(upstream)
