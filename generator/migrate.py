@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from generator.errors import VerificationFailed
+from generator.verify import is_break_if, methods_named
 
 METHOD = "schedule"
 _BALANCE_STATE = ("balance_queue", "balance_leader_running")
@@ -37,18 +38,9 @@ class CopyReport:
         ]
 
 
-def _method(tree: ast.Module, want_balance: bool) -> ast.FunctionDef:
-    found = [
-        node
-        for cls in tree.body
-        if isinstance(cls, ast.ClassDef)
-        for node in cls.body
-        if isinstance(node, ast.FunctionDef) and node.name == METHOD
-    ]
-    if want_balance:  # the copy's class is the one that reads balance state
-        found = [
-            f for f in found if any(isinstance(n, ast.Attribute) and n.attr in _BALANCE_STATE for n in ast.walk(f))
-        ]
+def _method(tree: ast.Module) -> ast.FunctionDef:
+    # The copy's class is the one whose schedule() reads balance state.
+    found = [f for f in methods_named(tree, None, METHOD) if _reads_balance_state(f)]
     if len(found) != 1:
         raise VerificationFailed(f"expected one {METHOD}() with balance state in the copy, found {len(found)}")
     return found[0]
@@ -61,10 +53,6 @@ def _blocks(func: ast.FunctionDef) -> list[list[ast.stmt]]:
         for name in ("body", "orelse", "finalbody")
         if isinstance(block := getattr(node, name, None), list) and block and isinstance(block[0], ast.stmt)
     ]
-
-
-def _is_break_if(node: ast.stmt) -> bool:
-    return isinstance(node, ast.If) and not node.orelse and [type(s) for s in node.body] == [ast.Break]
 
 
 def _reads_balance_state(node: ast.AST) -> bool:
@@ -85,10 +73,10 @@ def _take_out_deltas(func: ast.FunctionDef) -> tuple[set[int], bool]:
     for block in _blocks(func):
         for i in reversed(range(len(block))):
             node = block[i]
-            if _is_break_if(node) and _reads_balance_state(node):
+            if is_break_if(node) and _reads_balance_state(node):
                 lines |= set(range(node.lineno, (node.end_lineno or node.lineno) + 1))
                 del block[i]
-            elif _is_break_if(node) and ast.unparse(node.test) == "request_queue is None":  # type: ignore[attr-defined]
+            elif is_break_if(node) and ast.unparse(node.test) == "request_queue is None":  # type: ignore[attr-defined]
                 lines |= set(range(node.lineno, (node.end_lineno or node.lineno) + 1))
                 block[i] = ast.parse(_ASSERT).body[0]
                 queue_break = True
@@ -129,7 +117,7 @@ def compare_copy(copy_text: str, upstream_text: str) -> CopyReport:
         copy_tree = ast.parse(copy_text)
     except SyntaxError as exc:
         raise VerificationFailed(f"the copy does not parse (line {exc.lineno})") from None
-    copy = _method(copy_tree, want_balance=True)
+    copy = _method(copy_tree)
     upstream = _method_of_upstream(upstream_text)
     delta_lines, queue_break = _take_out_deltas(copy)
     ast_equal = ast.dump(copy) == ast.dump(upstream)
@@ -149,14 +137,7 @@ def compare_copy(copy_text: str, upstream_text: str) -> CopyReport:
 
 
 def _method_of_upstream(text: str) -> ast.FunctionDef:
-    tree = ast.parse(text)
-    found = [
-        node
-        for cls in tree.body
-        if isinstance(cls, ast.ClassDef) and cls.name == "Scheduler"
-        for node in cls.body
-        if isinstance(node, ast.FunctionDef) and node.name == METHOD
-    ]
+    found = methods_named(ast.parse(text), "Scheduler", METHOD)
     if len(found) != 1:
         raise VerificationFailed(f"upstream has {len(found)} Scheduler.{METHOD}()")
     return found[0]

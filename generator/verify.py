@@ -70,17 +70,17 @@ def _could_be(node: ast.stmt, spec: ast.stmt) -> bool:
     return True
 
 
-def _is_break_if(node: ast.stmt) -> bool:
+def is_break_if(node: ast.stmt) -> bool:
     return isinstance(node, ast.If) and not node.orelse and [type(s) for s in node.body] == [ast.Break]
 
 
-def _methods(tree: ast.Module, class_name: str | None, method: str) -> list[ast.FunctionDef]:
+def methods_named(tree: ast.Module, class_name: str | None, method: str) -> list[ast.FunctionDef]:
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and (class_name is None or n.name == class_name)]
     return [n for c in classes for n in c.body if isinstance(n, ast.FunctionDef) and n.name == method]
 
 
 def _method(tree: ast.Module, class_name: str | None) -> ast.FunctionDef:
-    methods = _methods(tree, class_name, METHOD)
+    methods = methods_named(tree, class_name, METHOD)
     if len(methods) != 1:
         where = f"class {class_name}" if class_name else "the generated classes"
         raise VerificationFailed(f"expected one {METHOD}() in {where}, found {len(methods)}: {_REGEN}")
@@ -140,7 +140,7 @@ def _leader_gate(gen: ast.FunctionDef) -> _Located:
     gates = [
         s
         for s in _statements(gen)
-        if _is_break_if(s.node)
+        if is_break_if(s.node)
         and isinstance(test := s.node.test, ast.Compare)  # type: ignore[attr-defined]
         and len(test.ops) == 1
         and _dump(test.left) == leader
@@ -157,7 +157,7 @@ def _upstream_count(gate: _Located) -> tuple[ast.expr, str]:
     before = gate.block[gate.index - 1] if gate.index > 0 else None
     ok = (
         before is not None
-        and _is_break_if(before)
+        and is_break_if(before)
         and isinstance(check := before.test, ast.Compare)  # type: ignore[attr-defined]
         and [type(o) for o in check.ops] == [type(o) for o in node.test.ops]
         and [_dump(c) for c in check.comparators] == [_dump(c) for c in node.test.comparators]
@@ -183,7 +183,7 @@ def _upstream_count(gate: _Located) -> tuple[ast.expr, str]:
 
 
 def _check_count_method(tree: ast.Module, count: ast.expr) -> None:
-    methods = _methods(tree, None, COUNT_METHOD)
+    methods = methods_named(tree, None, COUNT_METHOD)
     if len(methods) != 1:
         raise VerificationFailed(f"expected one {COUNT_METHOD}() in the generated classes, found {len(methods)}")
     body = [s for s in methods[0].body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
@@ -200,7 +200,7 @@ def _upstream_empty_queue_break(up: ast.FunctionDef) -> _Located | None:
     wanted = _dump(ast.parse(_EMPTY_QUEUE, mode="eval").body)
     stops = []
     for s in _statements(up):
-        if not (s.in_loop and _is_break_if(s.node)):
+        if not (s.in_loop and is_break_if(s.node)):
             continue
         test = s.node.test  # type: ignore[attr-defined]
         parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
