@@ -1,22 +1,27 @@
 """The simulator: a DP group in lockstep, a real vLLM scheduler per rank, vLLM's routing, simulated time.
 
-What each part mirrors in the pinned vLLM (v0.24.0, ``vllm/v1/engine/...``):
+What each part mirrors in the installed vLLM (``vllm/v1/engine/...``; vLLM's own code is called wherever
+it can run on a stub, so the simulator follows the release it runs on):
 
 - the engine loop, ``core.py`` ``DPEngineCoreProc.run_busy_loop``: input (requests routed while the
   previous step ran reach their engine now), ``_maybe_publish_request_counts`` before and after the
   step, the step (``schedule()`` or, on a rank without requests, a dummy batch), then
-  ``_has_global_unfinished_reqs`` (step counter; the finish all-reduce every 32 steps, so a drained
-  group keeps stepping dummy batches up to the next multiple of 32 before the wave ends and the counter
-  resets). The balance gather's result is handed to every rank right after that sync (the shipped
-  placement); no collective is needed in one process. An idle group waits for the next arrival
-  (START_DP_WAVE is taken as instantaneous).
+  vLLM's own ``_has_global_unfinished_reqs`` on a one-rank gloo group (step counter; the finish all-reduce
+  every 32 steps, from 0.32 at step 1 and every ``dp_sync_interval``, so a drained group keeps stepping
+  dummy batches up to the next sync before the wave ends and the counter resets). The balance
+  gather's result is handed to every rank right after that sync (the shipped placement). An idle
+  group waits for the next arrival (START_DP_WAVE is taken as instantaneous).
 - ``throttle``: the flag passed to ``schedule()`` is vLLM's own ``DPEngineCoreProc._should_throttle_prefills``
   called on a stub holding ``prefill_schedule_interval`` and ``step_counter``.
 - routing ``score``: vLLM's own ``DPLBAsyncMPClient.get_core_engine_for_request`` called on a stub client
-  (``waiting * 4 + running``, the local ``+= client_count`` bump between snapshots); its ``lb_engines`` is
-  replaced by the coordinator's publication (``coordinator.py`` ``DPCoordinatorProc.process_input_socket``:
-  at most every ``stats_update_interval_ms`` when any engine published since, else every 5 s), whose
-  counts are the engines' latest ``get_request_counts()`` publications.
+  (0.24: ``waiting * 4 + running``; 0.27 on: the in-flight floor and a KV-pressure term), with the local
+  ``+= client_count`` bump between snapshots, and its own ``process_engine_outputs`` on finish; its
+  ``lb_engines`` is replaced by the coordinator's publication (``coordinator.py``
+  ``DPCoordinatorProc.process_input_socket``: at most every ``stats_update_interval_ms`` when any engine
+  published since, else every 5 s), whose entries (``EngineState.request_counts``' shape) are the engines'
+  latest publications.
+- the freeze and the cap: upstream's own running-cap check, read from the installed ``schedule()``
+  (``balance_dev.upstream_cap``).
 - one lockstep step lasts the slowest rank's forward plus the shared expert work (``CostModel``).
 """
 
@@ -27,17 +32,18 @@ import json
 import math
 import random
 import statistics
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from balance_dev.upstream_cap import upstream_cap
+
 BALANCE_MODES = ("off", "on", "throttle", "on+throttle")
 ARRIVALS = ("closed", "poisson", "bursty", "trace")
 ROUTINGS = ("score", "rr", "random")
-ALLREDUCE_EVERY = 32  # core.py DPEngineCoreProc._has_global_unfinished_reqs: `self.step_counter % 32`
 HEARTBEAT_S = 5.0  # coordinator.py: unchanged stats are re-published every 5000 ms
 
 
@@ -152,6 +158,29 @@ def load_trace(path: str | Path) -> list[Arrival]:
 # Routing
 
 
+def engine_entry(waiting: int = 0, running: int = 0, kv_cache_usage: float = 0.0) -> list[int | float]:
+    """One engine's counts as the coordinator keeps them and the client scores them.
+
+    ``coordinator.py`` ``EngineState.request_counts`` of the installed vLLM gives the shape: ``[waiting,
+    running]`` up to 0.24, ``[waiting, running, kv_cache_usage]`` from 0.27 (filled from the engine's
+    ``SchedulerStats`` in that order). A shape this does not know fails here, not as a wrong score.
+    """
+    from vllm.v1.engine.coordinator import EngineState
+
+    template = EngineState().request_counts
+    known = [waiting, running, kv_cache_usage]
+    if len(template) not in (2, 3):
+        raise RuntimeError(f"vLLM's EngineState.request_counts has {len(template)} fields; the simulator knows 2 or 3")
+    return known[: len(template)]
+
+
+def publication(scheduler: Any) -> list[int | float]:
+    """What an engine publishes (core.py ``_maybe_publish_request_counts``), as the coordinator stores it."""
+    running, waiting = scheduler.get_request_counts()  # scheduler.py: (running, waiting + held back)
+    usage = scheduler.get_kv_cache_usage() if hasattr(scheduler, "get_kv_cache_usage") else 0.0
+    return engine_entry(waiting, running, usage)
+
+
 class Router:
     """Which engine a new request goes to. ``score`` is vLLM's own client code on a stub."""
 
@@ -159,14 +188,16 @@ class Router:
         if mode not in ROUTINGS:
             raise ValueError(f"routing must be one of {ROUTINGS}")
         self.mode, self.dp, self.rng, self.next_rr = mode, dp, rng, 0
-        # The attributes get_core_engine_for_request reads (core_client.py DPLBAsyncMPClient.__init__:
-        # eng_start_index = len(core_engines) * client_index // client_count = 0 for one front-end).
+        # The attributes get_core_engine_for_request and process_engine_outputs read, as
+        # core_client.py DPLBAsyncMPClient.__init__ sets them for one front-end (eng_start_index =
+        # len(core_engines) * client_index // client_count = 0); engine_inflight is read from 0.27 on.
         self.client = SimpleNamespace(
-            lb_engines=[[0, 0] for _ in range(dp)],
+            lb_engines=[engine_entry() for _ in range(dp)],
             client_count=1,
             eng_start_index=0,
             core_engines=list(range(dp)),
             reqs_in_flight={},
+            engine_inflight=Counter(),
         )
 
     def choose(self, request_id: str) -> int:
@@ -180,28 +211,40 @@ class Router:
         request = SimpleNamespace(request_id=request_id, data_parallel_rank=None, pooling_params=None)
         return int(DPLBAsyncMPClient.get_core_engine_for_request(self.client, request))  # type: ignore[arg-type]
 
-    def snapshot(self, counts: Sequence[Sequence[int]]) -> None:
+    def snapshot(self, counts: Sequence[Sequence[int | float]]) -> None:
         """A coordinator publication: replaces the counts, and with them the local bumps."""
         self.client.lb_engines = [list(c) for c in counts]
 
     def finished(self, request_id: str) -> None:
-        self.client.reqs_in_flight.pop(request_id, None)  # DPLBAsyncMPClient.process_engine_outputs
+        """vLLM's own ``DPLBAsyncMPClient.process_engine_outputs`` for an output finishing the request."""
+        if self.mode != "score":
+            return
+        from vllm.v1.engine.core_client import DPLBAsyncMPClient
+
+        outputs = SimpleNamespace(finished_requests=[request_id])
+        step = DPLBAsyncMPClient.process_engine_outputs(self.client, outputs)  # type: ignore[arg-type]
+        try:  # a coroutine that awaits nothing: run it to its end without an event loop
+            step.send(None)
+        except StopIteration:
+            return
+        step.close()
+        raise RuntimeError("vLLM's process_engine_outputs awaited something; the simulator cannot drive it")
 
 
 class Coordinator:
     """The coordinator's publications as the client sees them, evaluated lazily at routing time.
 
-    Engines publish ``[waiting, running]`` whenever their counts change (before and after each step);
+    Engines publish their counts (``publication``) whenever they change (before and after each step);
     the coordinator publishes the latest counts at instants ``k * interval`` if any engine published
     since its last publication, else every 5 s. ``interval <= 0``: the client always sees the latest.
     """
 
     def __init__(self, interval_s: float, dp: int) -> None:
         self.interval_s = interval_s
-        self.changes: deque[tuple[float, list[list[int]]]] = deque([(0.0, [[0, 0] for _ in range(dp)])])
+        self.changes: deque[tuple[float, list[list[int | float]]]] = deque([(0.0, [engine_entry() for _ in range(dp)])])
         self.last_publication = 0.0
 
-    def engines_published(self, t: float, counts: list[list[int]]) -> None:
+    def engines_published(self, t: float, counts: list[list[int | float]]) -> None:
         if counts != self.changes[-1][1]:
             self.changes.append((t, counts))
 
@@ -237,6 +280,26 @@ def deliver_gather(ranks: Sequence[Any]) -> None:
 
 def leader_count(scheduler: Any) -> int:
     return int(scheduler.balance_leader_running)
+
+
+def upstream_scheduler() -> type:
+    """The installed vLLM's own Scheduler (the patch rebinds the module's name to BalanceScheduler)."""
+    import vllm.v1.core.sched.scheduler as sched_mod
+
+    import vllm_ascend.patch.platform.patch_balance_schedule  # noqa: F401  (keeps the original)
+
+    return sched_mod._balance_original_scheduler  # type: ignore[attr-defined]
+
+
+def single_rank_group() -> Any:
+    """A real one-rank gloo group for vLLM's finish sync: the simulator holds every rank in one process."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    if dist.get_world_size() != 1:
+        raise RuntimeError("the value simulator needs a process without a multi-rank torch.distributed group")
+    return dist.group.WORLD
 
 
 # --------------------------------------------------------------------------------------------------
@@ -291,7 +354,7 @@ class _Step:
     start: float
     prefill: bool
     frozen: bool
-    cap_hit: bool  # after the step, the leader is at the cap (what the gate reads next step)
+    cap_hit: bool  # after the step, upstream's cap check stops the leader (what the gate reads next step)
     spread: int
     waiting: int
     tokens_out: int
@@ -299,13 +362,11 @@ class _Step:
 
 def build_ranks(cfg: SimConfig) -> list[Any]:
     """One scheduler per DP rank, built as the runtime tests build them (one shared config)."""
-    import vllm.v1.core.sched.scheduler as sched_mod
-
     import vllm_ascend.patch.platform.patch_balance_schedule as patch
     from balance_dev import vllm_objects as vo
 
     enabled = cfg.balance in ("on", "on+throttle")
-    cls = patch.BalanceScheduler if enabled else sched_mod._balance_original_scheduler  # type: ignore[attr-defined]
+    cls = patch.BalanceScheduler if enabled else upstream_scheduler()
     config = vo.make_vllm_config(
         max_num_seqs=cfg.cap,
         max_num_batched_tokens=cfg.token_budget,
@@ -329,10 +390,21 @@ class Simulation:
         self.balance = cfg.balance in ("on", "on+throttle")
         self.throttle = cfg.balance in ("throttle", "on+throttle")
         self._should_throttle = DPEngineCoreProc._should_throttle_prefills
-        # The engine-side state the loop reads (core.py DPEngineCoreProc.__init__).
+        # The engine-side state the loop reads (core.py DPEngineCoreProc.__init__); dp_sync_interval is
+        # read from 0.32 on, the finish sync's period (a fixed 32 before).
+        parallel = self.ranks[0].vllm_config.parallel_config
         self.engine = SimpleNamespace(
-            prefill_schedule_interval=cfg.prefill_interval if self.throttle else 1, step_counter=0
+            prefill_schedule_interval=cfg.prefill_interval if self.throttle else 1,
+            step_counter=0,
+            pending_pause=False,
+            ignore_start_dp_wave=False,
+            dp_sync_interval=getattr(parallel, "dp_sync_interval", None),
+            dp_group=single_rank_group(),
         )
+        self._global_unfinished = DPEngineCoreProc._has_global_unfinished_reqs
+        self.cap_check = upstream_cap(upstream_scheduler())
+        self.published = [engine_entry() for _ in self.ranks]
+        self.published_counts: list[tuple[int, int] | None] = [None] * len(self.ranks)
         self.engines_running = False
         self.waves = 0
         self.rng = random.Random(cfg.seed)
@@ -391,11 +463,13 @@ class Simulation:
 
     # -- the loop ----------------------------------------------------------------------------------
     def _publish(self, t: float) -> None:
-        counts = []
-        for s in self.ranks:
-            running, waiting = s.get_request_counts()  # scheduler.py: (running, waiting + skipped)
-            counts.append([waiting, running])  # coordinator.py EngineState.request_counts order
-        self.coordinator.engines_published(t, counts)
+        # An engine publishes only when (running, waiting) changed; a KV usage change alone waits.
+        for i, s in enumerate(self.ranks):
+            counts = s.get_request_counts()
+            if counts != self.published_counts[i]:
+                self.published_counts[i] = counts
+                self.published[i] = publication(s)
+        self.coordinator.engines_published(t, [list(entry) for entry in self.published])
 
     def _idle(self) -> bool:
         busy = any(s.has_unfinished_requests() for s in self.ranks)
@@ -425,7 +499,7 @@ class Simulation:
     def _step(self) -> float:
         from balance_dev import vllm_objects as vo
 
-        frozen = self.balance and leader_count(self.ranks[0]) == self.ranks[0].max_num_running_reqs
+        frozen = self.balance and self.cap_check.stops(self.ranks[0], leader_count(self.ranks[0]))
         throttle = bool(self._should_throttle(self.engine))  # type: ignore[arg-type]
         loads: list[RankLoad] = []
         emitted: list[_Req] = []
@@ -463,15 +537,13 @@ class Simulation:
                 self._finish(req, end)
         if self.balance:
             deliver_gather(self.ranks)
-        # _has_global_unfinished_reqs, then the wave bookkeeping of run_busy_loop.
-        self.engine.step_counter += 1
-        if self.engine.step_counter % ALLREDUCE_EVERY == 0:
-            self.engines_running = any(s.has_unfinished_requests() for s in self.ranks)
-            if not self.engines_running:
-                self.waves += 1
-                self.engine.step_counter = 0
-        else:
-            self.engines_running = True
+        # vLLM's own _has_global_unfinished_reqs (its all-reduce over a one-rank group: the OR over
+        # ranks is taken here), then the wave bookkeeping of run_busy_loop.
+        unfinished = any(s.has_unfinished_requests() for s in self.ranks)
+        self.engines_running = bool(self._global_unfinished(self.engine, unfinished))  # type: ignore[arg-type]
+        if not self.engines_running:
+            self.waves += 1
+            self.engine.step_counter = 0
         running = [len(s.running) for s in self.ranks]
         self.max_running = max(self.max_running, *running)
         self.steps.append(
@@ -479,7 +551,7 @@ class Simulation:
                 start=self.t,
                 prefill=any(load.prefill_tokens for load in loads),
                 frozen=frozen,
-                cap_hit=max(running) == self.ranks[0].max_num_running_reqs,
+                cap_hit=self.cap_check.stops(self.ranks[0], max(running)),
                 spread=max(running) - min(running),
                 waiting=sum(s.get_request_counts()[1] for s in self.ranks) + len(self.pending),
                 tokens_out=len(emitted),

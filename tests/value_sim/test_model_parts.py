@@ -18,33 +18,84 @@ from balance_dev.value_sim.model import (
     Router,
     bursty_times,
     deliver_gather,
+    engine_entry,
     leader_count,
     load_trace,
     poisson_times,
 )
 
 
+class _ScoreOracle:
+    """vLLM's score routing written out from its source, one front-end (client_count 1), per family.
+
+    The coordinator's entry shape tells the family: ``[waiting, running]`` is 0.22-0.24 (``waiting * 4 +
+    running``, scan from index 0), ``[waiting, running, kv_cache_usage]`` is 0.27 on (``max(in-flight,
+    waiting + running)`` plus ``waiting * 6 * max(0, kv - 0.5)``, the scan start rotating after each pick).
+    """
+
+    def __init__(self, dp: int) -> None:
+        self.fields = len(engine_entry())
+        self.start = 0
+        self.inflight = [0] * dp
+
+    def score(self, i: int, entry: list[int | float]) -> float:
+        if self.fields == 2:
+            waiting, running = entry
+            return waiting * 4 + running
+        waiting, running, kv = entry
+        return max(self.inflight[i], waiting + running) + waiting * 6.0 * max(0.0, kv - 0.5)
+
+    def choose(self, counts: list[list[int | float]]) -> int:
+        order = [(self.start + k) % len(counts) for k in range(len(counts))]
+        best = min(order, key=lambda i: (self.score(i, counts[i]), order.index(i)))
+        self.inflight[best] += 1
+        if self.fields == 3:
+            self.start = (self.start + 1) % len(counts)
+        return best
+
+    def finished(self, engine: int) -> None:
+        self.inflight[engine] -= 1
+
+
+def _random_entry(rng: random.Random) -> list[int | float]:
+    return engine_entry(rng.randrange(5), rng.randrange(9), rng.choice([0.0, 0.3, 0.6, 0.9, 1.0]))
+
+
+def test_the_entry_shape_is_the_installed_coordinators() -> None:
+    from vllm.v1.engine.coordinator import EngineState
+
+    assert len(engine_entry(3, 2, 0.75)) == len(EngineState().request_counts)
+    assert engine_entry(3, 2, 0.75)[:2] == [3, 2]  # coordinator.py: stats[0] = waiting, stats[1] = running
+
+
 def test_score_routing_is_vllms_formula_with_the_local_bump() -> None:
     rng = random.Random(3)
-    router = Router("score", 6, random.Random(0))
-    for _ in range(200):
-        counts = [[rng.randrange(5), rng.randrange(9)] for _ in range(6)]
+    router, oracle = Router("score", 6, random.Random(0)), _ScoreOracle(6)
+    live: list[tuple[str, int]] = []
+    for n in range(300):
+        counts = [_random_entry(rng) for _ in range(6)]
         router.snapshot(counts)
-        scores = [w * 4 + r for w, r in counts]
-        expected = scores.index(min(scores))  # first minimum from eng_start_index 0
-        assert router.choose("x") == expected
+        expected = oracle.choose([list(c) for c in counts])
+        assert router.choose(f"r{n}") == expected
         assert router.client.lb_engines[expected][0] == counts[expected][0] + 1  # client_count == 1
+        live.append((f"r{n}", expected))
+        if rng.random() < 0.4:  # finishes lower the in-flight floor (0.27 on)
+            rid, engine = live.pop(rng.randrange(len(live)))
+            router.finished(rid)
+            oracle.finished(engine)
     # Between snapshots the bumps alone spread a burst over idle engines.
-    router.snapshot([[0, 0]] * 6)
-    assert [router.choose(f"b{i}") for i in range(12)] == list(range(6)) * 2
+    burst = Router("score", 6, random.Random(0))
+    burst.snapshot([engine_entry()] * 6)
+    assert [burst.choose(f"b{i}") for i in range(12)] == list(range(6)) * 2
 
 
 def test_score_routing_calls_vllm_and_frees_in_flight_on_finish() -> None:
     router = Router("score", 3, random.Random(0))
     router.choose("a")
     assert router.client.reqs_in_flight == {"a": 0}  # written by vLLM's get_core_engine_for_request
-    router.finished("a")
+    router.finished("a")  # vLLM's process_engine_outputs
     assert router.client.reqs_in_flight == {}
+    assert sum(router.client.engine_inflight.values()) == 0  # read only from 0.27 on, kept exact anyway
 
 
 def test_rr_and_random_routing() -> None:
@@ -58,33 +109,34 @@ def test_rr_and_random_routing() -> None:
 
 
 def test_coordinator_publishes_the_latest_counts_at_its_interval_and_keeps_bumps_between() -> None:
+    e = engine_entry
     router = Router("score", 2, random.Random(0))
     coord = Coordinator(0.1, 2)
-    coord.engines_published(0.01, [[3, 1], [0, 0]])
+    coord.engines_published(0.01, [e(3, 1), e()])
     coord.refresh(0.05, router)  # no publication yet: the client still has its initial counts
-    assert router.client.lb_engines == [[0, 0], [0, 0]]
-    coord.engines_published(0.12, [[5, 5], [0, 0]])  # after the 0.1 s instant
+    assert router.client.lb_engines == [e(), e()]
+    coord.engines_published(0.12, [e(5, 5), e()])  # after the 0.1 s instant
     coord.refresh(0.15, router)  # the 0.1 s publication carries what engines had published by then
-    assert router.client.lb_engines == [[3, 1], [0, 0]]
+    assert router.client.lb_engines == [e(3, 1), e()]
     router.choose("a")  # local bump on engine 1
     coord.refresh(0.19, router)  # same instant: the bump survives
-    assert router.client.lb_engines == [[3, 1], [1, 0]]
+    assert router.client.lb_engines == [e(3, 1), e(1, 0)]
     coord.refresh(0.21, router)
-    assert router.client.lb_engines == [[5, 5], [0, 0]]
+    assert router.client.lb_engines == [e(5, 5), e()]
     coord.refresh(0.35, router)  # nothing changed since: no publication, bumps would survive
     router.choose("b")
     coord.refresh(0.45, router)
-    assert router.client.lb_engines == [[5, 5], [1, 0]]
+    assert router.client.lb_engines == [e(5, 5), e(1, 0)]
     coord.refresh(5.3, router)  # the 5 s heartbeat re-publishes unchanged counts
-    assert router.client.lb_engines == [[5, 5], [0, 0]]
+    assert router.client.lb_engines == [e(5, 5), e()]
 
 
 def test_zero_staleness_sees_the_latest_counts() -> None:
     router = Router("score", 2, random.Random(0))
     coord = Coordinator(0.0, 2)
-    coord.engines_published(0.5, [[0, 4], [2, 0]])
+    coord.engines_published(0.5, [engine_entry(0, 4), engine_entry(2, 0)])
     coord.refresh(0.5, router)
-    assert router.client.lb_engines == [[0, 4], [2, 0]]
+    assert router.client.lb_engines == [engine_entry(0, 4), engine_entry(2, 0)]
 
 
 def test_step_time_is_the_slowest_rank_plus_shared_expert_work() -> None:

@@ -110,9 +110,9 @@ def test_a_trace_file_drives_the_arrivals(tmp_path: Path) -> None:
     ]
 
 
-def test_an_idle_group_sleeps_and_the_32_step_tail_ends_waves() -> None:
+def test_an_idle_group_sleeps_and_the_finish_sync_tail_ends_waves() -> None:
     r = simulate(replace(SMALL, load=0.1, seconds=30.0))
-    assert r["waves"] >= 2  # drained, ran out the all-reduce tail, slept until the next arrival
+    assert r["waves"] >= 2  # drained, stepped to the next finish sync, slept until the next arrival
     assert r["steps"] < 30.0 / 0.035  # it did not step through the idle time
 
 
