@@ -85,7 +85,7 @@ def test_one_converted_line_is_drift_too(fresh: Path) -> None:
 
 def test_a_byte_that_is_not_utf8_is_drift_and_fails_verify(fresh: Path) -> None:
     path = fresh / OUTPUT
-    path.write_bytes(path.read_bytes().replace(b"# balance delta 3", b"# balance delta \xff", 1))
+    path.write_bytes(path.read_bytes().replace(b"# balance delta 2", b"# balance delta \xff", 1))
     for command in ("check", "verify"):
         result = run(fresh, command)
         assert result.exit_code == 1, (command, result.output)
