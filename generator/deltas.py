@@ -69,7 +69,22 @@ def _shape(code: str) -> str:
     return ast.dump(ast.parse(code))
 
 
+@cache
+def _heads(anchors: tuple[str, ...]) -> frozenset[str]:
+    """The statement kind each anchor is (``Assert``, ``If``...): libcst and ast share these names."""
+    return frozenset(type(ast.parse(a).body[0]).__name__ for a in anchors)
+
+
+def _head(stmt: cst.CSTNode) -> str:
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        return type(stmt.body[0]).__name__
+    return type(stmt).__name__
+
+
 def _same_code(ctx: DeltaContext, stmt: cst.CSTNode, anchors: tuple[str, ...]) -> bool:
+    # Rendering a statement costs far more than naming its kind: most statements stop here.
+    if _head(stmt) not in _heads(anchors):
+        return False
     try:
         return _shape(ctx.code(stmt).strip("\n")) in {_shape(a) for a in anchors}
     except SyntaxError:  # a statement whose text alone does not parse (e.g. `break`) is no anchor

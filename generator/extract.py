@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 
 import libcst as cst
@@ -44,3 +45,20 @@ def extract(module: cst.Module, tag: str) -> Extracted:
             "the generator must be taught the new shape"
         )
     return Extracted(module=module, cls=cls, method=methods[0])
+
+
+def top_level(module: cst.Module) -> ast.Module:
+    """Upstream's top level as an ``ast`` tree, each top-level class and function reduced to its name.
+
+    Only what the top level binds is read from it (imports, names, ``__future__``); the bodies
+    of the classes are nearly all of the file and would double the cost of ``ast`` parsing it.
+    """
+    parts = []
+    for stmt in module.body:
+        if isinstance(stmt, cst.ClassDef):
+            parts.append(f"class {stmt.name.value}: pass")
+        elif isinstance(stmt, cst.FunctionDef):
+            parts.append(f"def {stmt.name.value}(): pass")
+        else:
+            parts.append(module.code_for_node(stmt))
+    return ast.parse("\n".join(parts))

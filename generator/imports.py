@@ -68,7 +68,7 @@ def free_names(class_code: str) -> set[str]:
     return names
 
 
-def module_bindings(source: str, module_name: str = UPSTREAM_MODULE) -> dict[str, list[Binding]]:
+def module_bindings(tree: ast.Module, module_name: str = UPSTREAM_MODULE) -> dict[str, list[Binding]]:
     """Every name upstream's module binds at top level, including under TYPE_CHECKING and try."""
     package = module_name.rsplit(".", 1)[0]
     bindings: dict[str, list[Binding]] = defaultdict(list)
@@ -99,7 +99,7 @@ def module_bindings(source: str, module_name: str = UPSTREAM_MODULE) -> dict[str
                 for name in _defined_names(stmt):
                     add(Binding(module_name, name, None, type_checking, local=True))
 
-    visit(ast.parse(source).body, False)
+    visit(tree.body, False)
     return dict(bindings)
 
 
@@ -135,8 +135,7 @@ def _top(binding: Binding) -> str:
     return (binding.module or binding.name).split(".")[0]
 
 
-def future_imports(source: str) -> list[str]:
-    tree = ast.parse(source)
+def future_imports(tree: ast.Module) -> list[str]:
     names = sorted(
         {a.name for s in tree.body if isinstance(s, ast.ImportFrom) and s.module == "__future__" for a in s.names}
     )

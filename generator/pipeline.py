@@ -13,8 +13,9 @@ def generate(upstream: UpstreamFile) -> str:
     patched = deltas.apply_all(found.method, deltas.DeltaContext(upstream.tag, module))
     class_src = render.class_code(module, patched.method, patched.cap, tag=upstream.tag, sha256=upstream.sha256)
     names = imports.free_names(class_src) - {render.BASE_NAME}
-    block = imports.resolve(names, imports.module_bindings(text), tag=upstream.tag)
-    block.future = imports.future_imports(text)
+    tree = extract.top_level(module)
+    block = imports.resolve(names, imports.module_bindings(tree), tag=upstream.tag)
+    block.future = imports.future_imports(tree)
     return render.render_module(
         tag=upstream.tag,
         sha256=upstream.sha256,

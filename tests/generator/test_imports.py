@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import textwrap
 
 import pytest
 
-from generator import imports
+from generator import extract, imports
 from generator.errors import UpstreamShapeError
+from generator.sources.base import UpstreamFile
 
 UPSTREAM = textwrap.dedent(
     """\
@@ -53,7 +55,7 @@ CLASS = textwrap.dedent(
 def _resolve(class_code: str = CLASS):  # type: ignore[no-untyped-def]
     names = imports.free_names(class_code) - {"BalanceSchedulerBase"}
     return names, imports.resolve(
-        names, imports.module_bindings(UPSTREAM, "pkg.sub.sched"), tag="vX", module_name="pkg.sub.sched"
+        names, imports.module_bindings(ast.parse(UPSTREAM), "pkg.sub.sched"), tag="vX", module_name="pkg.sub.sched"
     )
 
 
@@ -94,7 +96,7 @@ def test_builtins_need_no_import_and_unresolvable_names_are_an_error() -> None:
 def test_long_import_lines_are_wrapped_one_name_a_line() -> None:
     upstream = "from a.very.long.module.path.that.goes.on import " + ", ".join(f"name_{i}" for i in range(8))
     names = {f"name_{i}" for i in range(8)}
-    block = imports.resolve(names, imports.module_bindings(upstream), tag="vX")
+    block = imports.resolve(names, imports.module_bindings(ast.parse(upstream)), tag="vX")
     (line,) = block.runtime[0]
     assert line.startswith("from a.very.long.module.path.that.goes.on import (\n    name_0,\n")
     assert line.endswith("    name_7,\n)")
@@ -105,3 +107,58 @@ def test_generated_module_imports_against_installed_vllm() -> None:
     import vllm_ascend._generated.balance_scheduler as generated
 
     assert generated.BalanceScheduler.schedule.__module__ == generated.__name__
+
+
+TOP_LEVEL_SHAPES = textwrap.dedent(
+    '''\
+    """Docstring first."""
+    from __future__ import annotations
+
+    import time
+
+    @decorate
+    class Big(Base, metaclass=Meta):
+        import hidden  # a class-level import binds nothing at module level
+
+        def method(self):
+            global leaked
+            leaked = 1
+
+    async def fetch():
+        import also_hidden
+
+    if TYPE_CHECKING:
+        from vllm.config import VllmConfig
+
+        class OnlyForTypes:
+            x: int = 0
+    else:
+        VllmConfig = None
+
+    try:
+        from fast import thing
+    except ImportError:
+        thing = None
+    finally:
+        done = True
+
+    a, (b, *c) = d = 1, (2, 3)
+    total: int = 0
+    for loop_var in range(3):
+        pass
+    with open("x") as handle:
+        pass
+    '''
+)
+
+
+def test_top_level_reads_what_the_whole_file_binds(upstream_pinned: UpstreamFile) -> None:
+    """The reduced tree binds exactly what a parse of the whole file does, on shapes and on upstream."""
+    for source in (TOP_LEVEL_SHAPES, UPSTREAM, upstream_pinned.text):
+        reduced = extract.top_level(extract.parse(source, "vX"))
+        whole = ast.parse(source)
+        assert imports.module_bindings(reduced) == imports.module_bindings(whole)
+        assert imports.future_imports(reduced) == imports.future_imports(whole)
+    bound = imports.module_bindings(ast.parse(TOP_LEVEL_SHAPES))
+    assert {"Big", "fetch", "VllmConfig", "OnlyForTypes", "thing", "done", "a", "b", "c", "d", "total"} <= set(bound)
+    assert not {"hidden", "also_hidden", "method"} & set(bound)

@@ -7,6 +7,7 @@ import hashlib
 import http.server
 import io
 import json
+import re
 import sys
 import threading
 import time
@@ -387,6 +388,29 @@ def test_installed_without_its_scheduler_file_is_exit_3(
     result = _cli(project, "check", "--source", "installed")
     assert result.exit_code == 3, result.output
     assert "lists vllm/v1/core/sched/scheduler.py in its RECORD but" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        f"{UPSTREAM_PATH},,",  # listed without a hash
+        f"{UPSTREAM_PATH},md5=abc,1",  # not a sha256
+        f"{UPSTREAM_PATH}",  # a bare path
+        f"x/{UPSTREAM_PATH},sha256=DIGEST,1",  # another file whose path ends the same
+    ],
+)
+def test_installed_needs_the_files_own_sha256_row_in_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, upstream_pinned: UpstreamFile, pinned_tag: str, row: str
+) -> None:
+    site = _fake_vllm(tmp_path / "site", version_of(pinned_tag), upstream_pinned.data, upstream_pinned.data)
+    record = next(site.glob("vllm-*.dist-info")) / "RECORD"
+    digest = record.read_text().split(",")[1]
+    record.write_text(row.replace("sha256=DIGEST", digest) + "\n")
+    monkeypatch.setattr(sys, "path", [str(site), *sys.path])
+    with pytest.raises(SourceUnavailable, match=f"has no sha256 for {re.escape(UPSTREAM_PATH)} in its RECORD"):
+        installed.fetch(pinned_tag)
+    record.write_text(f'"{UPSTREAM_PATH}",{digest},1\n')  # quoted, as csv may write it: still found
+    assert installed.fetch(pinned_tag).data == upstream_pinned.data
 
 
 def test_installed_edited_together_with_its_record_is_refused_by_the_committed_header(
