@@ -218,7 +218,7 @@ class Router:
     def finished(self, request_id: str) -> None:
         """vLLM's own ``DPLBAsyncMPClient.process_engine_outputs`` for an output finishing the request."""
         if self.mode != "score":
-            return
+            return  # rr and random keep no per-request state
         from vllm.v1.engine.core_client import DPLBAsyncMPClient
 
         outputs = SimpleNamespace(finished_requests=[request_id])
