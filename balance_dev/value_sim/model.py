@@ -35,6 +35,7 @@ import statistics
 from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -165,13 +166,17 @@ def engine_entry(waiting: int = 0, running: int = 0, kv_cache_usage: float = 0.0
     running]`` up to 0.24, ``[waiting, running, kv_cache_usage]`` from 0.27 (filled from the engine's
     ``SchedulerStats`` in that order). A shape this does not know fails here, not as a wrong score.
     """
+    return [waiting, running, kv_cache_usage][: _entry_fields()]
+
+
+@cache
+def _entry_fields() -> int:
     from vllm.v1.engine.coordinator import EngineState
 
-    template = EngineState().request_counts
-    known = [waiting, running, kv_cache_usage]
-    if len(template) not in (2, 3):
-        raise RuntimeError(f"vLLM's EngineState.request_counts has {len(template)} fields; the simulator knows 2 or 3")
-    return known[: len(template)]
+    fields = len(EngineState().request_counts)
+    if fields not in (2, 3):
+        raise RuntimeError(f"vLLM's EngineState.request_counts has {fields} fields; the simulator knows 2 or 3")
+    return fields
 
 
 def publication(scheduler: Any) -> list[int | float]:
@@ -385,23 +390,16 @@ class Simulation:
     def __init__(self, cfg: SimConfig) -> None:
         from vllm.v1.engine.core import DPEngineCoreProc
 
+        from balance_dev import vllm_objects as vo
+
         self.cfg = cfg
         self.ranks = build_ranks(cfg)
         self.balance = cfg.balance in ("on", "on+throttle")
         self.throttle = cfg.balance in ("throttle", "on+throttle")
         self._should_throttle = DPEngineCoreProc._should_throttle_prefills
-        # The engine-side state the loop reads (core.py DPEngineCoreProc.__init__); dp_sync_interval is
-        # read from 0.32 on, the finish sync's period (a fixed 32 before).
-        parallel = self.ranks[0].vllm_config.parallel_config
-        self.engine = SimpleNamespace(
-            prefill_schedule_interval=cfg.prefill_interval if self.throttle else 1,
-            step_counter=0,
-            pending_pause=False,
-            ignore_start_dp_wave=False,
-            dp_sync_interval=getattr(parallel, "dp_sync_interval", None),
-            dp_group=single_rank_group(),
-        )
-        self._global_unfinished = DPEngineCoreProc._has_global_unfinished_reqs
+        # vLLM's engine core without a model executor, holding the state its sync and throttle read.
+        self.engine = vo.bare_dp_engine(DPEngineCoreProc, single_rank_group(), self.ranks[0])
+        self.engine.prefill_schedule_interval = cfg.prefill_interval if self.throttle else 1
         self.cap_check = upstream_cap(upstream_scheduler())
         self.published = [engine_entry() for _ in self.ranks]
         self.published_counts: list[tuple[int, int] | None] = [None] * len(self.ranks)
@@ -500,7 +498,7 @@ class Simulation:
         from balance_dev import vllm_objects as vo
 
         frozen = self.balance and self.cap_check.stops(self.ranks[0], leader_count(self.ranks[0]))
-        throttle = bool(self._should_throttle(self.engine))  # type: ignore[arg-type]
+        throttle = bool(self._should_throttle(self.engine))
         loads: list[RankLoad] = []
         emitted: list[_Req] = []
         for s in self.ranks:
@@ -540,7 +538,7 @@ class Simulation:
         # vLLM's own _has_global_unfinished_reqs (its all-reduce over a one-rank group: the OR over
         # ranks is taken here), then the wave bookkeeping of run_busy_loop.
         unfinished = any(s.has_unfinished_requests() for s in self.ranks)
-        self.engines_running = bool(self._global_unfinished(self.engine, unfinished))  # type: ignore[arg-type]
+        self.engines_running = bool(self.engine._has_global_unfinished_reqs(unfinished))
         if not self.engines_running:
             self.waves += 1
             self.engine.step_counter = 0
