@@ -32,7 +32,7 @@ from generator.sources.resolve import SourceKind, fetch_upstream
 
 DEFAULT_OUTPUT = Path("generated/balance_scheduler.py")
 
-# The documented exit codes (README "Exit codes"); checked in order, most specific first.
+# The documented exit codes (docs/cli.md, "Exit codes"); checked in order, most specific first.
 EXIT_CODES: tuple[tuple[type[PatchgenError], int], ...] = (
     (DriftFound, 1),
     (VerificationFailed, 1),
@@ -42,7 +42,7 @@ EXIT_CODES: tuple[tuple[type[PatchgenError], int], ...] = (
     (UpstreamShapeError, 4),
 )
 
-# Failures that are no typed error (README "Exit codes"): 5 is never a user's fault, 130 is the shell's
+# Failures that are no typed error (docs/cli.md, "Exit codes"): 5 is never a user's fault, 130 is the shell's
 # convention for SIGINT, so scripts can tell "interrupted" from "drift".
 EXIT_BUG = 5
 EXIT_INTERRUPTED = 130

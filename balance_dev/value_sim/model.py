@@ -63,7 +63,7 @@ class RankLoad:
 
 @dataclass(frozen=True)
 class CostModel:
-    """Lockstep MoE step time. Defaults: see README "When to enable balance scheduling".
+    """Lockstep MoE step time. Defaults: see docs/value.md.
 
     Cited: DeepSeek's published V3/R1 serving statistics (open-infra-index, "Day 6: Inference System
     Overview", H800, EP across nodes): 73.7k prefill tokens/s per 8-GPU node, i.e. about 0.11 ms per
