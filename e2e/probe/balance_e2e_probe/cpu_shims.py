@@ -50,17 +50,25 @@ def _reduce_scatterv(self, input_, dim: int = -1, sizes: list[int] | None = None
     return out.movedim(0, dim).contiguous()
 
 
-def install() -> None:
+def install() -> list[str]:
+    """Fills the gaps this vLLM has; returns what was filled (the e2e summary names it)."""
     from vllm.distributed.device_communicators.cpu_communicator import CpuCommunicator
 
-    for name, fn in (("all_gatherv", _all_gatherv), ("reduce_scatterv", _reduce_scatterv)):
-        if name not in CpuCommunicator.__dict__:
-            setattr(CpuCommunicator, name, fn)
+    filled = []
+    missing = [name for name in ("all_gatherv", "reduce_scatterv") if name not in CpuCommunicator.__dict__]
+    for name in missing:
+        setattr(CpuCommunicator, name, _all_gatherv if name == "all_gatherv" else _reduce_scatterv)
+    if missing:
+        filled.append("gloo " + "/".join(missing))
 
     from vllm.model_executor.layers.activation import SiluAndMul
     from vllm.model_executor.layers.fused_moe import cpu_fused_moe
 
     table = getattr(cpu_fused_moe, "_CPU_MOE_ACT_FN", None)
     silu = getattr(getattr(cpu_fused_moe, "MoEActivation", None), "SILU", None)
-    if table is not None and silu in table:
+    entry = table.get(silu) if table is not None else None
+    # Only an entry that builds the CustomOp per call (a lambda naming SiluAndMul) is the gap.
+    if entry is not None and "SiluAndMul" in getattr(getattr(entry, "__code__", None), "co_names", ()):
         table[silu] = SiluAndMul.forward_native
+        filled.append("MoE SiLU")
+    return filled
