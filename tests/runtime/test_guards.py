@@ -147,14 +147,17 @@ def test_vllm_plugin_loader_installs_the_patch_in_a_fresh_process() -> None:
         "assert s.Scheduler.__name__ == 'Scheduler', 'patched before the plugin loader ran'\n"
         "from vllm.plugins import load_general_plugins\n"
         "load_general_plugins()\n"
-        "print(s.Scheduler.__module__, s.Scheduler.__name__, c.EngineCoreProc.run_engine_core.__name__)\n"
+        "import vllm.v1.engine.utils as u\n"
+        "print(s.Scheduler.__module__, s.Scheduler.__name__, c.EngineCoreProc.run_engine_core.__name__,\n"
+        "      u.CoreEngineActorManager.__init__.__code__.co_name)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.split()[-3:] == [
-        "vllm_ascend._generated.balance_scheduler",
+    assert result.stdout.split()[-4:] == [
+        "vllm_ascend.patch.platform.patch_balance_schedule",
         "BalanceScheduler",
         "_balance_run_engine_core",
+        "_balance_actor_manager_init",  # Ray's engine-core actor is chosen there
     ]
 
 
