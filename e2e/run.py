@@ -239,6 +239,8 @@ class Runner:
                         f"{rank}: scheduler {p['scheduler_class']} (balance_enabled={p['balance_enabled']}) "
                         "is not a balance scheduler with balance on"
                     )
+                if not p["gathered"]:
+                    problems.append(f"{rank}: no gather ever reached the scheduler (no leader count at schedule())")
                 if p["admitted_while_leader_at_cap"]:
                     problems.append(
                         f"{rank}: admitted {p['admitted_while_leader_at_cap'][:4]} while the leader's gathered count "
@@ -249,8 +251,8 @@ class Runner:
                     problems.append(
                         f"{rank}: engine core is {p['engine_core_class']}, expected upstream {UPSTREAM_ENGINE}"
                     )
-                if p["balance_enabled"] or p["has_balance_queue"] or p["frozen_steps"]:
-                    state = {k: p[k] for k in ("balance_enabled", "has_balance_queue", "frozen_steps")}
+                if p["balance_enabled"] or p["gathered"] or p["frozen_steps"]:
+                    state = {k: p[k] for k in ("balance_enabled", "gathered", "frozen_steps")}
                     problems.append(f"{rank}: balance state with balance off: {state}")
         return problems
 

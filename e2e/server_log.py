@@ -47,8 +47,8 @@ def startup_lines(text: str) -> tuple[dict[int, StartupLine], list[str]]:
 
 
 def path_matches(path: str, vllm_version: str) -> bool:
-    """The copy it was generated from is the installed release, or vLLM has the seam."""
-    return f"generated copy of vLLM v{vllm_version}" in path or "seam" in path
+    """``schedule()`` was generated from the installed release, or is upstream's own behind the seam."""
+    return bool(re.match(rf"generated from vLLM v{re.escape(vllm_version)}(?=\s|$)", path)) or "seam" in path
 
 
 def error_lines(text: str, needle: str) -> list[str]:

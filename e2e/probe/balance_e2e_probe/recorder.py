@@ -10,9 +10,10 @@ requests and room under its own cap (upstream would admit) but the leader's coun
 cap (balance's gate says no). An admission while the leader was at the cap breaks the freeze: the
 e2e requires none with balance on.
 
-The leader's count is ``scheduler.balance_leader_running`` when the runtime keeps it, else the max
-of ``scheduler.balance_queue`` (one CPU int tensor per rank). Neither exists with balance off. The
-cap is upstream's: ``max_num_active_reqs`` where vLLM has it (0.31+), else ``max_num_running_reqs``.
+The leader's count is what the last gather stored on the scheduler instance
+(``balance_leader_running``; the class default does not count): with balance off no gather runs and
+there is none, with balance on every engine core must have one. The cap is upstream's:
+``max_num_active_reqs`` where vLLM has it (0.31+), else ``max_num_running_reqs``.
 """
 
 from __future__ import annotations
@@ -29,13 +30,9 @@ def _qualname(cls: type) -> str:
 
 
 def _leader_running(scheduler: Any) -> int | None:
-    leader = getattr(scheduler, "balance_leader_running", None)
-    if leader is not None:
-        return int(leader)
-    queue = getattr(scheduler, "balance_queue", None)
-    if queue is None:
-        return None
-    return max(int(t.item()) for t in queue)
+    """The leader's count as the last gather left it; None until a gather reached this scheduler."""
+    leader = scheduler.__dict__.get("balance_leader_running")
+    return None if leader is None else int(leader)
 
 
 def _cap(scheduler: Any) -> int:
@@ -58,12 +55,12 @@ class Recorder:
             "scheduler_class": _qualname(type(scheduler)),
             "scheduler_mro": [_qualname(c) for c in type(scheduler).__mro__],
             "balance_enabled": getattr(scheduler, "_balance_enabled", None),
-            "has_balance_queue": hasattr(scheduler, "balance_queue"),
             "max_num_running_reqs": _cap(scheduler),
             "cpu_shims": shims,
             "steps": 0,
             "steps_with_waiting": 0,
             "frozen_steps": 0,
+            "gathered": False,
             "max_leader_running": None,
             "admitted": [],
             "admitted_while_leader_at_cap": [],
@@ -85,6 +82,7 @@ class Recorder:
         cap = _cap(scheduler)
         leader = _leader_running(scheduler)
         if leader is not None:
+            state["gathered"] = True
             state["max_leader_running"] = max(leader, state["max_leader_running"] or 0)
         if len(scheduler.waiting):
             state["steps_with_waiting"] += 1
