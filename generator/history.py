@@ -150,8 +150,12 @@ def run(out: Path, since: str) -> list[tuple[str, float]]:
 
     found = _timed("read vllm-ascend copies", timings, read_copies)
     releases = _timed("read vLLM releases", timings, read_releases)
-    _timed("parse their schedule()", timings, lambda: [provenance.upstream_method(r.text) for r in releases])
-    rows = _timed(f"judge {len(found)} copies (scan included)", timings, lambda: judge_all(found, releases))
+    _timed(
+        f"parse the {len(releases)} releases' schedule()",
+        timings,
+        lambda: [provenance.upstream_method(r.text) for r in releases],
+    )
+    rows = _timed(f"judge {len(found)} copies, each scanned against them", timings, lambda: judge_all(found, releases))
     write_all_or_nothing({out: place(page, render(rows, releases)).encode()})
     judged = sum(r.report is not None for r in rows)
     _progress(f"wrote {out}: {len(rows)} releases, {judged} judged against {len(releases)} vLLM releases")

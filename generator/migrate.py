@@ -295,7 +295,7 @@ def judge(
     theirs = capcheck.find(upstream_func)
     ours = capcheck.find(stripped.func)
     extra = (
-        [ExtraEdit(DISABLED_PATH, provenance.Edit(_statements(stripped.disabled_path), ()))]
+        [ExtraEdit(DISABLED_PATH, provenance.Edit(provenance.statements(stripped.disabled_path, 2), ()))]
         if stripped.disabled_path
         else []
     )
@@ -308,7 +308,7 @@ def judge(
         found=found,
         releases_stale=provenance.releases_between(scanned, found.tag, tag),
         cap_known=theirs is not None and ours is not None,
-        cap_differences=_cap_differences(stripped.func, theirs),
+        cap_differences=_cap_differences(ours, theirs),
         gate_differences=_gate_differences(gates, theirs),
         gates=gates,
         extra_edits=tuple(extra),
@@ -328,14 +328,6 @@ def _version_key(tag: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", tag))
 
 
-def _statements(nodes: Sequence[ast.stmt]) -> tuple[provenance.Statement, ...]:
-    holder = ast.FunctionDef(
-        name="_", args=ast.arguments([], [], None, [], [], None, []), body=list(nodes), decorator_list=[]
-    )
-    holder.lineno, holder.end_lineno = nodes[0].lineno, nodes[-1].end_lineno
-    return provenance.reduce(holder).statements[1:]
-
-
 def _missing(stripped: Stripped, upstream: ast.FunctionDef, tag: str) -> tuple[str, ...]:
     have = {d.number for d in stripped.deltas}
     notes = []
@@ -343,11 +335,14 @@ def _missing(stripped: Stripped, upstream: ast.FunctionDef, tag: str) -> tuple[s
         notes.append("1 not found: balance cannot be turned off (schedule() never returns upstream's)")
     if 2 not in have:
         notes.append("2 not found: no gate asks the leader (in none of the forms copy_forms.py declares)")
-    asserts = _has(upstream, copy_forms.QUEUE_ASSERT)
-    if 3 not in have and asserts:
-        notes.append(f"3 not found: the copy keeps upstream's `{copy_forms.QUEUE_ASSERT}` ({tag} asserts)")
-    elif 3 not in have:
+    if 3 in have:
+        return tuple(notes)
+    if not _has(upstream, copy_forms.QUEUE_ASSERT):
         notes.append(f"3 not needed at {tag}: upstream has no `{copy_forms.QUEUE_ASSERT}`")
+    elif _has(stripped.func, copy_forms.QUEUE_ASSERT):
+        notes.append(f"3 not found: the copy keeps upstream's `{copy_forms.QUEUE_ASSERT}` ({tag} asserts)")
+    else:
+        notes.append(f"3 not found: {tag} asserts `{copy_forms.QUEUE_ASSERT}`, the copy has neither it nor the break")
     return tuple(notes)
 
 
@@ -357,9 +352,10 @@ def _has(func: ast.FunctionDef, code: str) -> bool:
     return any(isinstance(n, type(wanted)) and ast.dump(n) == shape for n in ast.walk(func))
 
 
-def _cap_differences(stripped: ast.FunctionDef, theirs: capcheck.CapCheck | None) -> tuple[capcheck.Difference, ...]:
+def _cap_differences(
+    ours: capcheck.CapCheck | None, theirs: capcheck.CapCheck | None
+) -> tuple[capcheck.Difference, ...]:
     """The copy's own cap check (this rank's stop) against upstream's at the tag."""
-    ours = capcheck.find(stripped)
     if theirs is None or ours is None:
         return ()
     return tuple(capcheck.differences(theirs, ours.count, ours.operator, ours.cap))

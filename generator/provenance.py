@@ -115,8 +115,12 @@ def reduce(func: ast.FunctionDef) -> Method:
     signature = Statement(
         _intern(0, ast.dump(_header(func))), 0, func.lineno, _header_last_line(func), _first_line(_with_pass(func))
     )
-    body = (s for child in func.body for s in _walk(child, 1))
-    return Method((signature, *body))
+    return Method((signature, *statements(func.body)))
+
+
+def statements(nodes: Sequence[ast.stmt], depth: int = 1) -> tuple[Statement, ...]:
+    """The statements of a block (a method's body is at depth 1)."""
+    return tuple(s for node in nodes for s in _walk(node, depth))
 
 
 @lru_cache(maxsize=256)

@@ -210,3 +210,12 @@ def test_cli_names_a_real_stale_copy_and_exits_1(tmp_path: Path, project: Path) 
     assert f"{copy}: verdict against vLLM v0.25.1: a copy of v0.24.0, 2 releases stale\n" in result.stdout
     assert "upstream v0.25.1's check counts streaming slots" in result.stdout
     assert "not upstream v0.25.1's schedule() plus the balance deltas alone" in result.stderr
+
+
+def test_a_missing_delta3_says_whether_the_copy_kept_the_assert() -> None:
+    older = (DATA / "balance_flag_pair.py").read_text()  # v1.0.0's: no request_queue at all
+    report = judge(older, "v1.1.0", TEXTS["v1.1.0"], lambda: RELEASES)
+    assert "3 not found: v1.1.0 asserts `assert request_queue is not None`, the copy has neither it nor the break" in (
+        report.missing
+    )
+    assert report.verdict == "a copy of v1.0.0, 1 release stale"
