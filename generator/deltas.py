@@ -46,6 +46,11 @@ class DeltaContext:
         pos = self._positions.get(node)
         return None if pos is None else (pos.start.line, pos.end.line)  # type: ignore[attr-defined]
 
+    def line_label(self, node: cst.CSTNode) -> str:
+        """``line N: `` for messages naming an upstream statement ("" for a node that has no position)."""
+        span = self.lines_of(node)
+        return f"line {span[0]}: " if span else ""
+
     def excerpt(self, nodes: Sequence[cst.CSTNode], *, before: int = 3, after: int = 8) -> str:
         lines = self.module.code.splitlines()
         chunks = []
@@ -415,11 +420,9 @@ class QueueNoneBreaks(Delta):
             raise self._fail(ctx, len(stops), stops)
         (stop,) = stops
         assert isinstance(stop, cst.If)
-        span = ctx.lines_of(stop)
-        line = f"line {span[0]}: " if span else ""
         return self._outcome(
             "upstream breaks on an empty queue itself, so there is no assert to replace",
-            f"({line}`if {ctx.code(stop.test).strip()}: break`)",
+            f"({ctx.line_label(stop)}`if {ctx.code(stop.test).strip()}: break`)",
             applied=False,
         )
 
@@ -436,22 +439,15 @@ class QueueNoneBreaks(Delta):
             raise self._fail(ctx, len(peeks), [stmt for _, stmt in peeks])
         ((loop, peek),) = peeks
         assert isinstance(loop, cst.While)
-        span = ctx.lines_of(peek)
-        line = f"line {span[0]}: " if span else ""
         return self._outcome(
             "no request_queue in the WAITING loop: it peeks self.waiting, and the loop test stops on an empty queue",
-            f"(`while {ctx.code(loop.test).strip()}:`, {line}`{ctx.code(peek).strip()}`)",
+            f"(`while {ctx.code(loop.test).strip()}:`, {ctx.line_label(peek)}`{ctx.code(peek).strip()}`)",
             applied=False,
         )
 
     def _tests_empty_queue(self, ctx: DeltaContext, stmt: cst.BaseStatement) -> bool:
         assert isinstance(stmt, cst.If)
-        test = _expr(ctx, stmt.test)
-        if test is None:
-            return False
-        parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
-        wanted = _shapes(self.EMPTY_QUEUE_TESTS)
-        return any(_shape_of(part) in wanted for part in parts)
+        return _has_part(ctx, stmt.test, ast.Or, self.EMPTY_QUEUE_TESTS)
 
 
 def _names(node: cst.CSTNode, name: str) -> bool:
@@ -463,10 +459,15 @@ def _names(node: cst.CSTNode, name: str) -> bool:
 
 def _guards_nonempty(ctx: DeltaContext, loop: cst.While, tests: tuple[str, ...]) -> bool:
     """The loop's test is one of ``tests``, or an ``and`` with one of them: the loop ends on an empty queue."""
-    test = _expr(ctx, loop.test)
+    return _has_part(ctx, loop.test, ast.And, tests)
+
+
+def _has_part(ctx: DeltaContext, node: cst.BaseExpression, joined_by: type[ast.boolop], tests: tuple[str, ...]) -> bool:
+    """``node`` is one of ``tests`` (as ast shape), or a ``joined_by`` chain (``or``/``and``) holding one."""
+    test = _expr(ctx, node)
     if test is None:
         return False
-    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, joined_by) else [test]
     wanted = _shapes(tests)
     return any(_shape_of(part) in wanted for part in parts)
 

@@ -21,6 +21,7 @@ from typing import TypeVar
 
 from generator import provenance
 from generator.atomic import write_all_or_nothing
+from generator.capcheck import Difference
 from generator.errors import PatchgenError, UsageError
 from generator.migrate import CopyReport, judge
 from generator.sources import copies, index
@@ -66,19 +67,15 @@ def _deltas(report: CopyReport) -> str:
 
 
 def _gate(report: CopyReport) -> str:
-    if not report.gates:
-        return "no gate"
-    if not report.gate_differences:
-        return "upstream's question"
-    return "; ".join(dict.fromkeys(d.short for d in report.gate_differences))
+    return _summary(report.gate_differences, "upstream's question") if report.gates else "no gate"
 
 
 def _cap(report: CopyReport) -> str:
-    if not report.cap_known:
-        return "unknown shape"
-    if not report.cap_differences:
-        return "upstream's"
-    return "; ".join(dict.fromkeys(d.short for d in report.cap_differences))
+    return _summary(report.cap_differences, "upstream's") if report.cap_known else "unknown shape"
+
+
+def _summary(differences: Sequence[Difference], same: str) -> str:
+    return "; ".join(dict.fromkeys(d.short for d in differences)) or same
 
 
 def _cell(text: str) -> str:
