@@ -332,7 +332,9 @@ def _missing(stripped: Stripped, upstream: ast.FunctionDef, tag: str) -> tuple[s
     have = {d.number for d in stripped.deltas}
     notes = []
     if 1 not in have:
-        notes.append("1 not found: balance cannot be turned off (schedule() never returns upstream's)")
+        notes.append(
+            "1 not found: schedule() does not start with `if not self._balance_enabled: return super().schedule(...)`"
+        )
     if 2 not in have:
         notes.append("2 not found: no gate asks the leader (in none of the forms copy_forms.py declares)")
     if 3 in have:
