@@ -37,7 +37,7 @@ verify: $(VENV)/.dev-installed
 	$(CLI) verify
 
 # Every hand copy vllm-ascend released, judged by `migrate` against the vLLM it runs with: the table in
-# docs/history.md (reads the package index; about 50 s with an empty cache, 4 s warm; not part of `make test`).
+# docs/history.md (reads the package index; 45-50 s with an empty cache, 2-4 s warm; not part of `make test`).
 history: $(VENV)/.dev-installed
 	$(BIN)/python -m generator.history --out docs/history.md
 
