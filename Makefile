@@ -9,7 +9,7 @@ VLLM_VERSION = $(shell tr -dc 'A-Za-z0-9.+-' < $(PIN))
 CLI := $(BIN)/balance-patchgen
 PYTEST_ARGS ?=
 
-.PHONY: regen regen-deps check verify lint test pytest dp-sim bench clean-venv test-range value-sim
+.PHONY: regen regen-deps check verify lint test pytest dp-sim bench clean-venv test-range value-sim history
 
 # Generator only: enough for regen/check/verify (upstream comes from the package index, cached).
 $(VENV)/.dev-installed: requirements/dev.txt pyproject.toml
@@ -35,6 +35,11 @@ check: $(VENV)/.dev-installed
 
 verify: $(VENV)/.dev-installed
 	$(CLI) verify
+
+# Every hand copy vllm-ascend released, judged by `migrate` against the vLLM it runs with: the table in
+# docs/history.md (reads the package index; 45-50 s with an empty cache, 2-4 s warm; not part of `make test`).
+history: $(VENV)/.dev-installed
+	$(BIN)/python -m generator.history --out docs/history.md
 
 lint: $(VENV)/.vllm-$(VLLM_VERSION)
 	$(BIN)/ruff check .

@@ -27,6 +27,7 @@ from generator.errors import (
     VerificationFailed,
 )
 from generator.pin import PIN_FILE, read_pin, validate_tag
+from generator.provenance import FIRST_RELEASE
 from generator.sources.base import UpstreamFile
 from generator.sources.resolve import SourceKind, fetch_upstream
 
@@ -422,25 +423,40 @@ def seam_cmd(tag: str | None, source: str, vllm_repo: str | None, output: Path |
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--tag", help="Release tag the copy claims to be (default: the pin file).")
+@click.option("--tag", help="vLLM release the copy runs with (default: the pin file).")
+@click.option(
+    "--since",
+    default=FIRST_RELEASE,
+    show_default=True,
+    metavar="TAG",
+    help="When the copy is not that release's, scan every final release from TAG on for the one it is.",
+)
 @source_options
-def migrate(file: Path, tag: str | None, source: str, vllm_repo: str | None) -> None:
-    """Judge a hand-kept copy: AST equal to upstream plus the deltas, and how many hunks are formatting only.
+def migrate(file: Path, tag: str | None, since: str, source: str, vllm_repo: str | None) -> None:
+    """Judge a hand-kept copy: its deltas, which release it is (or the closest), its extra edits.
 
-    Exit 0 when the AST is equal (the generated module can replace it), 1 otherwise.
+    Exit 0 when it is the tag's schedule() plus the deltas and nothing else (the generated module
+    can replace it), 1 otherwise.
     """
-    from generator.migrate import compare_copy
+    from generator.migrate import judge
+    from generator.provenance import Release
+    from generator.sources.releases import released_tags
 
     tag = _pinned_or(tag)
+    since = validate_tag(since, origin="--since")
     require_regular_or_absent(file, what="FILE")
     try:
         text = file.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise UsageError(f"cannot read {file} as UTF-8 text ({error}): pass the hand-kept module") from None
-    upstream = _sources(source, vllm_repo).fetch(tag)
-    report = compare_copy(text, upstream.text)
+    sources = _sources(source, vllm_repo)
+    upstream = sources.fetch(tag)
+    report = judge(text, tag, upstream.text, lambda: [Release(t, sources.fetch(t).text) for t in released_tags(since)])
     for line in report.lines():
         click.echo(f"{file}: {line}")
-    if not report.ast_equal:
-        raise VerificationFailed(f"{file} is not upstream {tag}'s schedule() plus the balance deltas: fix or drop it")
+    if not report.replaceable:
+        raise VerificationFailed(
+            f"{file} is not upstream {tag}'s schedule() plus the balance deltas alone ({report.verdict}, "
+            f"{len(report.extra_edits)} extra edits): regenerate it for {tag} and carry the extra edits elsewhere"
+        )
     click.echo(f"{file}: replace it with the generated module (`make regen`); formatting differences need no review")
