@@ -11,8 +11,9 @@ from generator.sources.base import UPSTREAM_PATH
 
 
 def build_vllm_repo(path: Path, releases: Sequence[tuple[str, bytes]], *, then: bytes | None = None) -> Path:
-    """One commit and tag per (tag, scheduler.py bytes), in order; ``then``: a later untagged commit."""
-    repo = git.Repo.init(path)
+    """One commit and tag per (tag, scheduler.py bytes), in order, on ``main`` as vLLM's repository has it;
+    ``then``: a later untagged commit on main."""
+    repo = git.Repo.init(path, initial_branch="main")
     with repo.config_writer() as config:
         config.set_value("user", "name", "test")
         config.set_value("user", "email", "test@example.invalid")
