@@ -77,11 +77,11 @@ def bumped(
     sections = [
         f"Pin bump from vLLM {pinned} to {tag}, opened by the `bump` workflow "
         f"(`balance-patchgen bump --latest`). {done}",
+        _checklist(tag),
         _section(f"What each delta does at {tag}", _deltas_text(outcomes, tag, no_copy_reason)),
         _matrix_section(pinned, rows),
-        _checklist(tag),
     ]
-    body = _with_diff(sections, pinned, tag, method_diff, insert_at=3)
+    body = _with_diff(sections, pinned, tag, method_diff)
     return _plan(
         "bump",
         pinned=pinned,
@@ -110,15 +110,15 @@ def blocked(pinned: str, tag: str, *, method_diff: str, error: PatchgenError, ro
         _section("What failed", f"{error}\n\nUpstream lines where it was expected:\n\n{_fenced(error.detail, 'text')}")
         if error.detail
         else _section("What failed", str(error)),
-        _matrix_section(pinned, rows),
         _section(
             "What to do",
             "Upstream changed the shape an anchor relies on. Accepting a new shape is a maintainer's decision, "
             "made in `generator/deltas.py` (and its independent twin in `generator/verify.py`), never a silent "
             f"skip: see `docs/pin-bump.md`. Then `balance-patchgen bump {tag}` and `make test`, or keep the pin.",
         ),
+        _matrix_section(pinned, rows),
     ]
-    body = _with_diff(sections, pinned, tag, method_diff, insert_at=3)
+    body = _with_diff(sections, pinned, tag, method_diff)
     return _plan(
         "bump",
         pinned=pinned,
@@ -237,29 +237,30 @@ def _checklist(tag: str) -> str:
         "What to check before merging",
         f"- CI is green on this branch: the drift gate, and `make test`, which installs vLLM {tag} and runs "
         "every test on it.\n"
-        "- The upstream diff below: does a change touch what the gate relies on (the WAITING loop, upstream's "
-        "running-cap check, the count it compares)? The deltas above say what the leader is asked now.\n"
+        "- Upstream's `schedule()` diff at the end: does a change touch what the gate relies on (the WAITING "
+        "loop, upstream's running-cap check, the count it compares)? The deltas below say what the leader is "
+        "asked now.\n"
         f"- vllm-ascend deploys vLLM {tag} with this module: with balance on, the runtime refuses any other "
         "`scheduler.py` (`docs/runtime.md`).",
     )
 
 
-def _with_diff(sections: list[str], pinned: str, tag: str, method_diff: str, *, insert_at: int) -> str:
-    """The body with upstream's ``schedule()`` diff, cut at a line boundary if the body would be too long."""
+def _with_diff(sections: list[str], pinned: str, tag: str, method_diff: str) -> str:
+    """The body, ending with upstream's ``schedule()`` diff, cut at a line boundary if the body would be too long."""
     title = f"Upstream `Scheduler.schedule()` from {pinned} to {tag}"
     if not method_diff:
-        return "\n\n".join([*sections[:insert_at], _section(title, "Identical."), *sections[insert_at:]])
+        return "\n\n".join([*sections, _section(title, "Identical.")])
     rest = len("\n\n".join(sections)) + len(title) + 200
+    lines = method_diff.splitlines(keepends=True)
     diff = method_diff
-    lines = diff.splitlines(keepends=True)
     while lines and rest + len(diff) > BODY_LIMIT:
-        lines = lines[: max(0, len(lines) - max(1, len(lines) // 10))]
+        lines = lines[: len(lines) - max(1, len(lines) // 10)]
         diff = "".join(lines)
     note = ""
     if diff != method_diff:
         dropped = method_diff.count("\n") - diff.count("\n")
         note = f"\n\n({dropped} more lines: `balance-patchgen bump {tag}` in a checkout prints the whole diff.)"
-    return "\n\n".join([*sections[:insert_at], _section(title, _fenced(diff, "diff") + note), *sections[insert_at:]])
+    return "\n\n".join([*sections, _section(title, _fenced(diff, "diff") + note)])
 
 
 def _section(title: str, text: str) -> str:
