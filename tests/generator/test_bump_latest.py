@@ -12,23 +12,18 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from click.testing import CliRunner, Result
 
+from balance_dev.cli_run import one_error_line, run
 from balance_dev.package_index import wheel_bytes, wheel_name
 from balance_dev.project_files import REPO_ROOT, snapshot
 from balance_dev.upstream_edits import without_cap_check
 from generator import pipeline, plan
-from generator.cli import main
 from generator.pin import PIN_FILE, version_of
 from generator.sources.base import UpstreamFile
 
 OUTPUT = Path("generated/balance_scheduler.py")
 SCHEMA = json.loads((REPO_ROOT / "generator/plan.schema.json").read_text())
 BROKEN_TAG = "v0.99.0"
-
-
-def run(root: Path, *args: str) -> Result:
-    return CliRunner().invoke(main, ["--root", str(root), *args], catch_exceptions=False)
 
 
 def publish(index: dict[str, bytes], tag: str, data: bytes) -> None:
@@ -40,12 +35,6 @@ def read_plan(path: Path) -> dict[str, object]:
     made: dict[str, object] = json.loads(path.read_text())
     jsonschema.validate(made, SCHEMA)
     return made
-
-
-def one_error_line(result: Result) -> str:
-    lines = [line for line in result.stderr.splitlines() if line.startswith("balance-patchgen: error:")]
-    assert len(lines) == 1, result.stderr
-    return lines[0]
 
 
 @pytest.fixture

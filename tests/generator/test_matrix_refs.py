@@ -13,26 +13,15 @@ from pathlib import Path
 import git
 import jsonschema
 import pytest
-from click.testing import CliRunner, Result
 
+from balance_dev.cli_run import one_error_line, run
 from balance_dev.project_files import REPO_ROOT, snapshot
 from balance_dev.upstream_edits import without_cap_check
 from balance_dev.upstream_repo import add_branch, build_vllm_repo
-from generator.cli import main
 from generator.refs import MAIN_VERIFIED_FILE
 from generator.sources.base import UpstreamFile
 
 SCHEMA = json.loads((REPO_ROOT / "generator/plan.schema.json").read_text())
-
-
-def run(root: Path, *args: str) -> Result:
-    return CliRunner().invoke(main, ["--root", str(root), *args], catch_exceptions=False)
-
-
-def one_error_line(result: Result) -> str:
-    lines = [line for line in result.stderr.splitlines() if line.startswith("balance-patchgen: error:")]
-    assert len(lines) == 1, result.stderr
-    return lines[0]
 
 
 class Vllm:
