@@ -6,26 +6,16 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
+from balance_dev.cli_run import one_error_line as _one_error_line
+from balance_dev.cli_run import run
 from balance_dev.project_files import REPO_ROOT, snapshot
 from balance_dev.upstream_edits import without_cap_check
 from balance_dev.upstream_repo import build_vllm_repo
-from generator.cli import main
 from generator.pin import PIN_FILE
 from generator.sources.base import UpstreamFile
 
 OUTPUT = Path("generated/balance_scheduler.py")
-
-
-def run(root: Path, *args: str) -> Result:
-    return CliRunner().invoke(main, ["--root", str(root), *args], catch_exceptions=False)
-
-
-def _one_error_line(result: Result) -> str:
-    lines = [line for line in result.stderr.splitlines() if line.startswith("balance-patchgen: error:")]
-    assert len(lines) == 1, result.stderr
-    return lines[0]
 
 
 @pytest.fixture
