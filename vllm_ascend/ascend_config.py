@@ -11,9 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-
-class AscendConfigError(ValueError):
-    """An invalid or unsupported Ascend configuration, reported at config time."""
+from vllm_ascend.errors import AscendConfigError as AscendConfigError  # re-exported: its old home
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+import vllm_ascend.core.balance_scheduler_base as base_mod
 from balance_dev.scenarios import SCENARIOS, build, drive
 from balance_dev.upstream_cap import SEAM_METHOD, gathered_leader_value, upstream_cap
 from balance_dev.vllm_objects import (
@@ -111,21 +112,35 @@ def gloo_world() -> Iterator[Any]:
         dist.destroy_process_group()
 
 
-class _AllGatherSpy:
+class _GroupMaxSpy:
+    """Records each call of the gather's one collective (the log-depth maximum) and runs the real one."""
+
     def __init__(self) -> None:
-        self.calls: list[tuple[list[torch.Tensor], torch.Tensor, Any]] = []
-        self._real = dist.all_gather
+        self.calls: list[tuple[int, Any]] = []
+        self._real = base_mod.group_max
 
-    def __call__(self, tensor_list: list[torch.Tensor], tensor: torch.Tensor, group: Any = None, **kw: Any) -> Any:
-        self.calls.append((tensor_list, tensor.clone(), group))
-        return self._real(tensor_list, tensor, group=group, **kw)
+    def __call__(self, value: int, group: Any) -> int:
+        self.calls.append((value, group))
+        return self._real(value, group)
 
 
-def test_contract3_one_all_gather_of_upstreams_count_on_the_injected_group(
+def _spy_on_collectives(monkeypatch: pytest.MonkeyPatch, *, forbid_others: bool = True) -> _GroupMaxSpy:
+    """The gather's exchange, spied; with ``forbid_others``, any of gloo's own collectives fails the test."""
+    spy = _GroupMaxSpy()
+    monkeypatch.setattr(base_mod, "group_max", spy)
+    for name in ("all_gather", "all_reduce", "all_gather_into_tensor", "broadcast") if forbid_others else ():
+
+        def forbidden(*args: Any, _name: str = name, **kwargs: Any) -> None:
+            raise AssertionError(f"the balance gather used torch.distributed.{_name}")
+
+        monkeypatch.setattr(torch.distributed, name, forbidden)
+    return spy
+
+
+def test_contract3_one_exchange_of_upstreams_count_on_the_injected_group(
     pair: tuple[type, type], upstream_scheduler_cls: type, gloo_world: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    spy = _AllGatherSpy()
-    monkeypatch.setattr(torch.distributed, "all_gather", spy)
+    spy = _spy_on_collectives(monkeypatch)
     scheduler = build(pair[1], {"max_num_seqs": 4}, True)
     scheduler.balance_gather()
     assert spy.calls == []  # no group injected yet: nothing to gather on
@@ -137,23 +152,21 @@ def test_contract3_one_all_gather_of_upstreams_count_on_the_injected_group(
     scheduler.update_from_output(out, fake_model_output(out, scheduler))
     scheduler.balance_gather()
     assert len(spy.calls) == 1
-    tensor_list, payload, group = spy.calls[0]
-    assert group is gloo_world and tensor_list is scheduler.balance_queue
+    payload, group = spy.calls[0]
+    assert group is gloo_world
     # Upstream's cap count (v0.24: len(running); 0.25+: plus streaming slots, none here); on the
     # seam path the rank's own verdict for that count.
     count = len(scheduler.running) + getattr(scheduler, "num_waiting_for_streaming_input", 0)
     assert count == 3
     sent = gathered_leader_value(scheduler, upstream_scheduler_cls, count)
-    assert payload.tolist() == [sent]
-    assert [t.item() for t in scheduler.balance_queue] == [sent]  # the real collective filled it
-    assert scheduler.balance_leader_running == sent  # reduced once, here, not per admitted request
+    assert payload == sent
+    assert scheduler.balance_leader_running == sent  # the real exchange's maximum, kept for the gate
 
 
 def test_contract3_engine_hook_injects_group_then_gathers_once_per_call(
     patch_mod: Any, gloo_world: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    spy = _AllGatherSpy()
-    monkeypatch.setattr(torch.distributed, "all_gather", spy)
+    spy = _spy_on_collectives(monkeypatch, forbid_others=False)  # upstream's sync all-reduces
     # No model executor on this machine: the engines carry the state upstream's sync reads. The twin
     # runs upstream's own method, so its answers (which steps all-reduce) are the oracle.
     scheduler = build(patch_mod.BalanceScheduler, {"max_num_seqs": 4}, True)
@@ -173,8 +186,7 @@ def test_contract4_disabled_is_upstream_verbatim(
     pair: tuple[type, type], upstream_scheduler_cls: type, gloo_world: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     upstream_cls, balance_cls = pair
-    spy = _AllGatherSpy()
-    monkeypatch.setattr(torch.distributed, "all_gather", spy)
+    spy = _spy_on_collectives(monkeypatch)
     knobs, script = SCENARIOS["mixed-lengths-over-cap"]
     balance = build(balance_cls, knobs, False)
     assert not hasattr(balance, "balance_queue")
@@ -204,6 +216,8 @@ def test_the_runtime_took_the_path_the_installed_vllm_needs(patch_mod: Any, upst
     from vllm_ascend.core.seam_balance_scheduler import SeamBalanceScheduler
 
     seam = hasattr(upstream_scheduler_cls, SEAM_METHOD)
-    assert (patch_mod.BalanceScheduler is SeamBalanceScheduler) is seam
-    # The seam path imports no copy of schedule(): the class is upstream's own.
-    assert ("schedule" in vars(patch_mod.BalanceScheduler)) is not seam
+    chosen = patch_mod._ChosenScheduler
+    assert patch_mod.BalanceScheduler.__bases__ == (chosen,)  # chosen + the tripwire, nothing else
+    assert (chosen is SeamBalanceScheduler) is seam
+    # The seam path imports no copy of schedule(): the method is upstream's own.
+    assert ("schedule" in vars(chosen)) is not seam

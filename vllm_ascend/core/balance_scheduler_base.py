@@ -1,14 +1,23 @@
-"""Hand-written half of BalanceScheduler: state and the per-step gather. ``schedule()`` is generated."""
+"""Hand-written half of BalanceScheduler: state, the per-step gather and its tripwire. ``schedule()`` is generated."""
 
 import inspect
+import sys
 from typing import Any, ClassVar
 
-import torch
 import torch.distributed as dist
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from vllm_ascend.ascend_config import balance_scheduling_enabled, vllm_mismatch_allowed
+from vllm_ascend.core.group_max import group_max
 from vllm_ascend.core.upstream_guard import check_upstream_file
+from vllm_ascend.errors import BalanceNotActiveError
+from vllm_ascend.log import get_logger, refusal
+
+logger = get_logger(__name__)
+
+# schedule() calls a balance scheduler may take before the first gather reaches it. The engine's
+# busy loop schedules once before its first sync, so 1 is the real-engine figure; 3 leaves room.
+UNGATHERED_RUNS_ALLOWED = 3
 
 
 class BalanceSchedulerBase(Scheduler):
@@ -16,22 +25,23 @@ class BalanceSchedulerBase(Scheduler):
     UPSTREAM_TAG: ClassVar[str | None]
     UPSTREAM_SHA256: ClassVar[str | None]
 
+    # The leader's count from the last gather: the gate compares this one number. Until a gather (or
+    # a harness standing in for one) reaches a scheduler, it reads this class default, and the
+    # instance holds no value of its own: that absence is what the tripwire checks, for free.
+    balance_leader_running: int = 0
+
     # Upstream's __init__ changes between releases (0.24 added block_size/hash_block_size): take
     # whatever vLLM passes and present upstream's own signature, instead of a copy per version.
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         vllm_config = self.vllm_config
         self._balance_enabled = balance_scheduling_enabled(vllm_config)
-        # Injected by BalanceDPEngineCoreProc: the group exists before the scheduler but is
-        # owned by the engine core, and there is no registry to look it up from here.
+        # Injected by the balance engine core on every step: the group exists before the scheduler
+        # but is owned by the engine core, and elastic DP replaces it at run time.
         self.dp_group: dist.ProcessGroup | None = None
-        if self._balance_enabled:
-            if self.UPSTREAM_TAG is not None and self.UPSTREAM_SHA256 is not None:
-                check_upstream_file(self.UPSTREAM_TAG, self.UPSTREAM_SHA256, allow=vllm_mismatch_allowed(vllm_config))
-            dp_size = vllm_config.parallel_config.data_parallel_size
-            self.balance_queue = [torch.tensor([0], dtype=torch.int, device="cpu") for _ in range(dp_size)]
-            # The leader's count from the last gather: the gate compares this one number.
-            self.balance_leader_running = 0
+        self._balance_ungathered_runs = 0
+        if self._balance_enabled and self.UPSTREAM_TAG is not None and self.UPSTREAM_SHA256 is not None:
+            check_upstream_file(self.UPSTREAM_TAG, self.UPSTREAM_SHA256, allow=vllm_mismatch_allowed(vllm_config))
 
     __init__.__signature__ = inspect.signature(Scheduler.__init__)  # type: ignore[attr-defined]
 
@@ -40,13 +50,49 @@ class BalanceSchedulerBase(Scheduler):
         raise NotImplementedError
 
     def balance_gather(self) -> None:
-        """One all_gather of upstream's cap count across DP ranks, reduced once to the leader's.
+        """The leader's count: the maximum of upstream's cap count over the live DP group.
 
         Called by the engine core right after its cross-rank sync, never from ``schedule()``:
-        a drained rank runs a dummy batch without entering ``schedule()`` and would miss it.
+        a drained rank runs a dummy batch without entering ``schedule()`` and would miss it. The
+        group's size is read on every call (elastic DP resizes it between steps).
         """
         if not self._balance_enabled or self.dp_group is None:
             return
-        count = torch.tensor([self.balance_running_count()], dtype=torch.int, device="cpu")
-        dist.all_gather(self.balance_queue, count, group=self.dp_group)
-        self.balance_leader_running = max(int(t.item()) for t in self.balance_queue)
+        self.balance_leader_running = group_max(self.balance_running_count(), self.dp_group)
+
+    def balance_check_gathered(self) -> None:
+        """The tripwire, run at each ``schedule()``: balance on, yet no gather ever reached this scheduler.
+
+        A launcher whose engine core lacks the gather hook (one vLLM adds tomorrow, or a class bound
+        before the plugin loaded) would otherwise run with the gate forever open, looking enabled.
+        """
+        if not self._balance_enabled or "balance_leader_running" in self.__dict__:
+            return
+        if self._balance_ungathered_runs < UNGATHERED_RUNS_ALLOWED:
+            self._balance_ungathered_runs += 1
+            return
+        engine = _calling_engine_core()
+        raise refusal(
+            logger,
+            BalanceNotActiveError(
+                f"balance scheduling is enabled but no per-step gather reached the scheduler in "
+                f"{UNGATHERED_RUNS_ALLOWED} schedule() calls: the engine core {engine} never runs "
+                "balance_gather() (its class is not one balance scheduling wraps), so the gate would stay "
+                "open: launch DP through a supported launcher (docs/deployments.md), or disable "
+                "scheduler_config.enable_balance_scheduling"
+            ),
+        )
+
+
+def _calling_engine_core() -> str:
+    """The class of the vLLM engine core that is calling ``schedule()``, found on the call stack."""
+    from vllm.v1.engine.core import EngineCore
+
+    frame = sys._getframe(2)
+    while frame is not None:
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, EngineCore):
+            cls = type(candidate)
+            return f"{cls.__module__}.{cls.__qualname__}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return "(none on the call stack: schedule() was called directly)"

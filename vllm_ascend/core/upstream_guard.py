@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import logging
 from functools import cache
 
-logger = logging.getLogger(__name__)
+from vllm_ascend.errors import UpstreamMismatchError as UpstreamMismatchError  # re-exported: its old home
+from vllm_ascend.log import get_logger, refusal
+
+logger = get_logger(__name__)
 
 UPSTREAM_MODULE = "vllm.v1.core.sched.scheduler"
 ALLOW_KEY = "scheduler_config.balance_allow_vllm_mismatch"
-
-
-class UpstreamMismatchError(RuntimeError):
-    """The installed vLLM's scheduler.py is not the file the balance scheduler was generated from."""
 
 
 @cache
@@ -49,7 +47,10 @@ def check_upstream_file(tag: str, sha256: str, *, allow: bool) -> None:
     if allow:
         logger.warning("%s; running anyway because %s is set", what, ALLOW_KEY)
         return
-    raise UpstreamMismatchError(
-        f"{what}: run `balance-patchgen bump v{version}` and reinstall vllm_ascend, "
-        f"or set additional_config {ALLOW_KEY}=true to run against an unreleased vLLM"
+    raise refusal(
+        logger,
+        UpstreamMismatchError(
+            f"{what}: run `balance-patchgen bump v{version}` and reinstall vllm_ascend, "
+            f"or set additional_config {ALLOW_KEY}=true to run against an unreleased vLLM"
+        ),
     )

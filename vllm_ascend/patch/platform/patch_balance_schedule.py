@@ -1,12 +1,16 @@
 """Installs balance scheduling into vLLM on import.
 
 - ``vllm.v1.core.sched.scheduler.Scheduler`` is rebound to ``BalanceScheduler`` (generated
-  ``schedule()`` + hand-written base); with balance off it delegates to upstream verbatim.
+  ``schedule()`` or the upstream seam, + hand-written base); with balance off it delegates to
+  upstream verbatim.
 - ``vllm.v1.core.sched.async_scheduler.AsyncScheduler`` is rebound to ``BalanceAsyncScheduler``
   (upstream's AsyncScheduler over BalanceScheduler): vLLM picks it when async scheduling is on.
-- ``EngineCoreProc.run_engine_core`` is wrapped: at entry, where ``vllm_config`` is known, the
-  module-level ``DPEngineCoreProc`` (which upstream resolves by global name) becomes
-  ``BalanceDPEngineCoreProc`` only when balance is on, and upstream's class otherwise.
+- Every launcher gets the gather hook where it picks its engine core class, only when balance is on:
+  ``EngineCoreProc.run_engine_core`` (multiprocessing: offline, ``vllm serve``, headless, external
+  LB) swaps the module-level ``DPEngineCoreProc`` for ``BalanceDPEngineCoreProc``;
+  ``CoreEngineActorManager`` (Ray) gets ``BalanceDPMoEEngineCoreActor`` for
+  ``DPMoEEngineCoreActor``. Balance off: upstream's classes, restored.
+- A launcher nobody wrapped is caught by the scheduler's tripwire (``balance_check_gathered``).
 
 Importing this module again (or reloading it) re-installs from the saved originals: it never
 wraps a wrapper.
@@ -14,44 +18,60 @@ wraps a wrapper.
 
 from __future__ import annotations
 
-import logging
+import functools
 from typing import Any
 
 import vllm.v1.core.sched.async_scheduler as _async_sched_mod
 import vllm.v1.core.sched.scheduler as _sched_mod
 import vllm.v1.engine.core as _engine_core_mod
+import vllm.v1.engine.utils as _engine_utils_mod
 
 from vllm_ascend.ascend_config import balance_scheduling_enabled as _balance_scheduling_enabled
 from vllm_ascend.core.balance_scheduler_base import BalanceSchedulerBase
-from vllm_ascend.core.scheduler_path import choose_balance_scheduler
+from vllm_ascend.core.scheduler_path import choose_balance_scheduler, schedule_origin
+from vllm_ascend.errors import BalanceNotActiveError
+from vllm_ascend.log import get_logger, refusal
 
 __all__ = [
     "BalanceAsyncScheduler",
     "BalanceDPEngineCoreProc",
+    "BalanceDPMoEEngineCoreActor",
     "BalanceNotActiveError",
     "BalanceScheduler",
     "_balance_run_engine_core",
     "_balance_scheduling_enabled",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
-# Upstream's originals, saved once on the vLLM modules themselves so a re-import finds them.
-if not hasattr(_engine_core_mod, "_balance_original_dp_engine_core_proc"):
-    _engine_core_mod._balance_original_dp_engine_core_proc = _engine_core_mod.DPEngineCoreProc  # type: ignore[attr-defined]
-    _engine_core_mod._balance_original_run_engine_core = _engine_core_mod.EngineCoreProc.run_engine_core  # type: ignore[attr-defined]
-    _sched_mod._balance_original_scheduler = _sched_mod.Scheduler  # type: ignore[attr-defined]
-    _async_sched_mod._balance_original_async_scheduler = _async_sched_mod.AsyncScheduler  # type: ignore[attr-defined]
 
-_OriginalDPEngineCoreProc = _engine_core_mod._balance_original_dp_engine_core_proc  # type: ignore[attr-defined]
-_OriginalRunEngineCore = _engine_core_mod._balance_original_run_engine_core  # type: ignore[attr-defined]
-_OriginalAsyncScheduler = _async_sched_mod._balance_original_async_scheduler  # type: ignore[attr-defined]
+def _original(module: Any, key: str, current: Any) -> Any:
+    """Upstream's object, saved once on the vLLM module itself so that a re-import finds it, not ours."""
+    saved = f"_balance_original_{key}"
+    if not hasattr(module, saved):
+        setattr(module, saved, current)
+    return getattr(module, saved)
+
+
+_Manager = _engine_utils_mod.CoreEngineActorManager
+_OriginalDPEngineCoreProc = _original(_engine_core_mod, "dp_engine_core_proc", _engine_core_mod.DPEngineCoreProc)
+_OriginalRunEngineCore = _original(_engine_core_mod, "run_engine_core", _engine_core_mod.EngineCoreProc.run_engine_core)
+_OriginalScheduler = _original(_sched_mod, "scheduler", _sched_mod.Scheduler)
+_OriginalAsyncScheduler = _original(_async_sched_mod, "async_scheduler", _async_sched_mod.AsyncScheduler)
+_OriginalDPMoEActor = _original(_engine_core_mod, "dp_moe_actor", _engine_core_mod.DPMoEEngineCoreActor)
+_OriginalActorManagerInit = _original(_engine_utils_mod, "actor_manager_init", _Manager.__init__)
+_OriginalScaleUpElasticEP = _original(_engine_utils_mod, "scale_up_elastic_ep", _Manager.scale_up_elastic_ep)
 # The upstream seam where vLLM has it, else the generated copy of schedule().
-BalanceScheduler = choose_balance_scheduler(_sched_mod._balance_original_scheduler)  # type: ignore[attr-defined]
+_ChosenScheduler: Any = choose_balance_scheduler(_OriginalScheduler)
 
 
-class BalanceNotActiveError(RuntimeError):
-    """Balance scheduling is enabled but the engine would run without it: fail at start-up, not silently."""
+class BalanceScheduler(_ChosenScheduler):
+    """The chosen balance scheduler, with the tripwire checked before each ``schedule()``."""
+
+    @functools.wraps(_ChosenScheduler.schedule)
+    def schedule(self, *args: Any, **kwargs: Any) -> Any:
+        self.balance_check_gathered()
+        return super().schedule(*args, **kwargs)
 
 
 class BalanceAsyncScheduler(_OriginalAsyncScheduler, BalanceScheduler):  # type: ignore[misc, valid-type]
@@ -81,23 +101,40 @@ class BalanceDPEngineCoreProc(_OriginalDPEngineCoreProc):  # type: ignore[misc, 
         """Balance is on (this class is only chosen then): the scheduler upstream built must gate."""
         scheduler = type(self.scheduler)
         if not (issubclass(scheduler, BalanceSchedulerBase) and self.scheduler._balance_enabled):
-            raise BalanceNotActiveError(
-                f"balance scheduling is enabled but the engine core's scheduler is {scheduler.__module__}."
-                f"{scheduler.__qualname__}, not a balance scheduler: unset scheduler_cls, or disable "
-                "scheduler_config.enable_balance_scheduling"
+            raise refusal(
+                logger,
+                BalanceNotActiveError(
+                    f"balance scheduling is enabled but the engine core's scheduler is {scheduler.__module__}."
+                    f"{scheduler.__qualname__}, not a balance scheduler: unset scheduler_cls, or disable "
+                    "scheduler_config.enable_balance_scheduling"
+                ),
             )
         logger.info(
-            "balance scheduling active on DP rank %s: engine core %s, scheduler %s",
+            "balance scheduling active on DP rank %s: engine core %s, scheduler %s, %s",
             self.dp_rank,
             type(self).__name__,
             scheduler.__name__,
+            schedule_origin(scheduler),
         )
 
     def _has_global_unfinished_reqs(self, local_unfinished: bool) -> bool:
         result = super()._has_global_unfinished_reqs(local_unfinished)
+        # Every step: elastic DP replaces the group at run time.
         self.scheduler.dp_group = self.dp_group
         self.scheduler.balance_gather()
         return result
+
+
+class BalanceDPMoEEngineCoreActor(_OriginalDPMoEActor, BalanceDPEngineCoreProc):  # type: ignore[misc, valid-type]
+    """Ray's DP MoE engine core with the gather hook: upstream's actor over ``BalanceDPEngineCoreProc``.
+
+    Upstream's actor calls ``DPEngineCoreProc.__init__`` by name, which skips ours; the start-up
+    check runs here instead.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._check_balance_active()
 
 
 def _balance_run_engine_core(*args: Any, dp_rank: int = 0, local_dp_rank: int = 0, **kwargs: Any) -> Any:
@@ -111,22 +148,49 @@ def _balance_run_engine_core(*args: Any, dp_rank: int = 0, local_dp_rank: int = 
 
 
 def _require_dp_engine_core(vllm_config: Any, dp_rank: int) -> None:
-    """Upstream builds DPEngineCoreProc only for DP > 1 with an MoE model; elsewhere the gather never runs.
+    """Upstream builds its DP engine core only for DP > 1 with an MoE model; elsewhere the gather never runs.
 
-    Mirrors run_engine_core's own condition (a guard test pins it against upstream's source).
+    Mirrors run_engine_core's and CoreEngineActorManager's own condition (guard tests pin both
+    against upstream's source).
     """
     data_parallel = vllm_config.parallel_config.data_parallel_size > 1 or dp_rank > 0
     if not (data_parallel and vllm_config.model_config.is_moe):
-        raise BalanceNotActiveError(
-            "balance scheduling is enabled but vLLM runs its DP engine core only for data_parallel_size > 1 "
-            f"with an MoE model (here data_parallel_size={vllm_config.parallel_config.data_parallel_size}, "
-            f"MoE={vllm_config.model_config.is_moe}): disable scheduler_config.enable_balance_scheduling"
+        raise refusal(
+            logger,
+            BalanceNotActiveError(
+                "balance scheduling is enabled but vLLM runs its DP engine core only for data_parallel_size > 1 "
+                f"with an MoE model (here data_parallel_size={vllm_config.parallel_config.data_parallel_size}, "
+                f"MoE={vllm_config.model_config.is_moe}): disable scheduler_config.enable_balance_scheduling"
+            ),
         )
+
+
+def _choose_ray_actor(vllm_config: Any) -> None:
+    """Ray builds its engine cores from the name in vllm.v1.engine.core, read when the manager runs."""
+    if _balance_scheduling_enabled(vllm_config):
+        _require_dp_engine_core(vllm_config, 0)
+        _engine_core_mod.DPMoEEngineCoreActor = BalanceDPMoEEngineCoreActor  # type: ignore[misc]
+    else:
+        _engine_core_mod.DPMoEEngineCoreActor = _OriginalDPMoEActor  # type: ignore[misc]
+
+
+@functools.wraps(_OriginalActorManagerInit)
+def _balance_actor_manager_init(self: Any, vllm_config: Any, *args: Any, **kwargs: Any) -> None:
+    _choose_ray_actor(vllm_config)
+    _OriginalActorManagerInit(self, vllm_config, *args, **kwargs)
+
+
+@functools.wraps(_OriginalScaleUpElasticEP)
+def _balance_scale_up_elastic_ep(self: Any, cur_vllm_config: Any, *args: Any, **kwargs: Any) -> Any:
+    _choose_ray_actor(cur_vllm_config)
+    return _OriginalScaleUpElasticEP(self, cur_vllm_config, *args, **kwargs)
 
 
 # Scheduler is resolved by module-global name when scheduler_cls is unset (the PD-mixed path);
 # schedulers chosen through scheduler_cls bypass this name, which is intended.
-_sched_mod.Scheduler = BalanceScheduler  # type: ignore[misc, assignment]
+_sched_mod.Scheduler = BalanceScheduler  # type: ignore[misc]
 # get_scheduler_cls() imports AsyncScheduler by name when async scheduling is on (vLLM's GPU default).
 _async_sched_mod.AsyncScheduler = BalanceAsyncScheduler  # type: ignore[misc]
 _engine_core_mod.EngineCoreProc.run_engine_core = staticmethod(_balance_run_engine_core)
+_Manager.__init__ = _balance_actor_manager_init  # type: ignore[method-assign]
+_Manager.scale_up_elastic_ep = _balance_scale_up_elastic_ep  # type: ignore[method-assign]
