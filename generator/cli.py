@@ -447,7 +447,7 @@ def matrix(
     source: str,
     vllm_repo: str | None,
 ) -> None:
-    """For each release tag, or git branch/commit (git source): do the deltas apply and verify? Writes nothing."""
+    """For each release tag, or git branch/commit (git source): do the deltas apply and verify? Writes only --plan."""
     sources = _sources(source, vllm_repo)
     asked = [name if is_release_tag(name) else validate_ref(name, origin="TAG_OR_REF") for name in tags]
     if main_verified:
