@@ -190,8 +190,13 @@ class Runner:
             else ""
         )
 
+        api = ", ".join(
+            f"{node.name} {server_log.api_servers(tree.log_text())}"
+            for node, tree in zip(topo.nodes, trees, strict=True)
+            if node.port is not None
+        )
         self.summary.append(
-            f'topology "{name}", balance {"on" if balance else "off"}: {topo.description}; '
+            f'topology "{name}", balance {"on" if balance else "off"}: {topo.description} (API servers: {api}); '
             f"ready {ready_s:.0f} s, shutdown {stop_s:.1f} s, no process left, wall {wall:.0f} s; "
             f"{sockets.seen} inet sockets, every connection 127.0.0.1 to 127.0.0.1{wildcard}"
         )

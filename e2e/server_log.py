@@ -15,6 +15,8 @@ STARTUP = re.compile(
     r"scheduler (?P<scheduler>\w+), schedule\(\) (?P<path>.+)$"
 )
 STARTUP_PREFIX = "balance scheduling active on DP rank"
+# vLLM prefixes each child's lines with its process name: ApiServer_N (several) or APIServer (one).
+API_SERVER = re.compile(r"^\(A[Pp][Ii]Server(?:_\d+)? pid=(\d+)\) ")
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,11 @@ def startup_lines(text: str) -> tuple[dict[int, StartupLine], list[str]]:
     formatted = {s.line for s in found.values()}
     stray = [line for line in text.splitlines() if STARTUP_PREFIX in line and line not in formatted]
     return found, stray
+
+
+def api_servers(text: str) -> int:
+    """How many API server processes wrote to this output."""
+    return len({m[1] for line in text.splitlines() if (m := API_SERVER.match(line))})
 
 
 def path_matches(path: str, vllm_version: str) -> bool:

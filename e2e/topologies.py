@@ -1,14 +1,16 @@
 """The ways ``make e2e`` launches ``vllm serve``: command lines, which process tree runs which DP rank,
 and where a request for each rank goes. Every address flag is 127.0.0.1; ports are the OS's free ones.
 
-- ``vllm serve``: one server, ``--data-parallel-size 2`` (internal LB). vLLM's default API-server
-  count for it (one per DP rank, ``run_multi_api_server``) is kept on purpose: that is what an operator
-  gets, and it is a different code path from the single in-process API server the other two topologies
-  run (vLLM defaults those to 1).
+vLLM's default API-server count is kept everywhere (what an operator gets): one per DP rank for the
+internal LB of ``vllm serve`` and of the headless head node (``run_multi_api_server``: the engines are
+launched by the parent, the API servers are separate processes), one for each external-LB server
+(``run_server``: AsyncLLM in the API server process starts its engine core). Both paths are run.
+
+- ``vllm serve``: one server, ``--data-parallel-size 2`` (internal LB).
 - ``headless``: two "nodes". Node 0 serves HTTP and runs DP rank 0 (``--data-parallel-size-local 1``);
   node 1 is ``--headless --data-parallel-start-rank 1`` and reaches node 0 through the same
   ``--data-parallel-address`` / ``--data-parallel-rpc-port`` a second machine would be given. Node 0's
-  API server routes over both ranks (the rank header reaches node 1's engine).
+  API servers route over both ranks (the rank header reaches node 1's engine).
 - ``external LB``: one server per rank (``--data-parallel-rank 0`` / ``1``), each on its own port; the
   client is the load balancer (the port picks the rank).
 """
@@ -94,7 +96,7 @@ def build(name: str, ports: list[int]) -> Topology:
     if name == "vllm serve":
         return Topology(
             name,
-            "one server, --data-parallel-size 2, vLLM's default 2 API servers",
+            "one server, --data-parallel-size 2",
             (Node("server", (*host, "--port", str(http0)), (0, 1), http0),),
             Route((f"http://127.0.0.1:{http0}",), rank_header=True),
         )
