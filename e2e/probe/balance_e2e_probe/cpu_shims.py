@@ -5,13 +5,17 @@
    does not at 0.24). Same contract as the CUDA versions: ``all_gatherv`` concatenates each rank's
    ``sizes[r]`` rows along ``dim``; ``reduce_scatterv`` sums over ranks and returns this rank's
    ``sizes[rank]`` rows. A vLLM that defines them on the CPU communicator itself keeps its own.
-2. On CPUs without AVX512 (no ``prepack_moe_weight`` kernel) the fused MoE falls back to a torch path
-   whose SiLU entry instantiates ``SiluAndMul`` during the forward, outside any vLLM config context:
-   ``AssertionError: Current vLLM config is not set`` at the first warm-up. The table's own comment
-   says it means to use static methods; the entry is pointed at ``SiluAndMul.forward_native`` (same math).
+2. (vLLM 0.24) On CPUs without AVX512 (no ``prepack_moe_weight`` kernel) the fused MoE falls back to
+   a torch path whose SiLU entry instantiates ``SiluAndMul`` during the forward, outside any vLLM config
+   context: ``AssertionError: Current vLLM config is not set`` at the first warm-up. The table's own
+   comment says it means to use static methods; the entry is pointed at ``SiluAndMul.forward_native``
+   (same math). Only an entry that does so is replaced (0.27.1's table no longer does; 0.32 has no
+   such table).
 """
 
 from __future__ import annotations
+
+import importlib.util
 
 import torch
 import torch.distributed as dist
@@ -61,6 +65,10 @@ def install() -> list[str]:
     if missing:
         filled.append("gloo " + "/".join(missing))
 
+    # The torch fallback with that table lives in fused_moe.cpu_fused_moe up to 0.27; 0.32 rebuilt the
+    # CPU MoE path (fused_moe/experts/cpu_moe.py) without it, and without the gap.
+    if importlib.util.find_spec("vllm.model_executor.layers.fused_moe.cpu_fused_moe") is None:
+        return filled
     from vllm.model_executor.layers.activation import SiluAndMul
     from vllm.model_executor.layers.fused_moe import cpu_fused_moe
 
