@@ -2,11 +2,12 @@
 
 Inert unless ``BALANCE_E2E_PROBE_DIR`` is set. Then, in every process vLLM starts:
 
-- ``cpu_shims``: fills two gaps of vLLM's CPU build on the DP MoE path (gloo ``all_gatherv`` /
-  ``reduce_scatterv``; the fused-MoE torch fallback's SiLU on CPUs without AVX512);
+- ``cpu_shims``: fills the gaps of vLLM's CPU build on the DP MoE path that the installed vLLM has
+  (gloo ``all_gatherv`` / ``reduce_scatterv``; the fused-MoE torch fallback's SiLU on CPUs without
+  AVX512);
 - ``recorder``: in each engine-core process, writes ``rank<N>.json`` with what that process really ran:
-  the engine-core class, the scheduler class, and per step whether balance's gate was closed while
-  requests waited on this rank.
+  the engine-core class, the scheduler class, the shims filled, the requests each ``schedule()``
+  admitted, and per step whether balance's gate was closed while requests waited on this rank.
 """
 
 import os
@@ -18,5 +19,4 @@ def register() -> None:
         return
     from balance_e2e_probe import cpu_shims, recorder
 
-    cpu_shims.install()
-    recorder.install(out_dir)
+    recorder.install(out_dir, cpu_shims.install())

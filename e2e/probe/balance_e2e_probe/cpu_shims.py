@@ -5,13 +5,17 @@
    does not at 0.24). Same contract as the CUDA versions: ``all_gatherv`` concatenates each rank's
    ``sizes[r]`` rows along ``dim``; ``reduce_scatterv`` sums over ranks and returns this rank's
    ``sizes[rank]`` rows. A vLLM that defines them on the CPU communicator itself keeps its own.
-2. On CPUs without AVX512 (no ``prepack_moe_weight`` kernel) the fused MoE falls back to a torch path
-   whose SiLU entry instantiates ``SiluAndMul`` during the forward, outside any vLLM config context:
-   ``AssertionError: Current vLLM config is not set`` at the first warm-up. The table's own comment
-   says it means to use static methods; the entry is pointed at ``SiluAndMul.forward_native`` (same math).
+2. (vLLM 0.24) On CPUs without AVX512 (no ``prepack_moe_weight`` kernel) the fused MoE falls back to
+   a torch path whose SiLU entry instantiates ``SiluAndMul`` during the forward, outside any vLLM config
+   context: ``AssertionError: Current vLLM config is not set`` at the first warm-up. The table's own
+   comment says it means to use static methods; the entry is pointed at ``SiluAndMul.forward_native``
+   (same math). Only an entry that does so is replaced (0.27.1's table no longer does; 0.32 has no
+   such table).
 """
 
 from __future__ import annotations
+
+import importlib.util
 
 import torch
 import torch.distributed as dist
@@ -50,17 +54,29 @@ def _reduce_scatterv(self, input_, dim: int = -1, sizes: list[int] | None = None
     return out.movedim(0, dim).contiguous()
 
 
-def install() -> None:
+def install() -> list[str]:
+    """Fills the gaps this vLLM has; returns what was filled (the e2e summary names it)."""
     from vllm.distributed.device_communicators.cpu_communicator import CpuCommunicator
 
-    for name, fn in (("all_gatherv", _all_gatherv), ("reduce_scatterv", _reduce_scatterv)):
-        if name not in CpuCommunicator.__dict__:
-            setattr(CpuCommunicator, name, fn)
+    filled = []
+    missing = [name for name in ("all_gatherv", "reduce_scatterv") if name not in CpuCommunicator.__dict__]
+    for name in missing:
+        setattr(CpuCommunicator, name, _all_gatherv if name == "all_gatherv" else _reduce_scatterv)
+    if missing:
+        filled.append("gloo " + "/".join(missing))
 
+    # The torch fallback with that table lives in fused_moe.cpu_fused_moe up to 0.27; 0.32 rebuilt the
+    # CPU MoE path (fused_moe/experts/cpu_moe.py) without it, and without the gap.
+    if importlib.util.find_spec("vllm.model_executor.layers.fused_moe.cpu_fused_moe") is None:
+        return filled
     from vllm.model_executor.layers.activation import SiluAndMul
     from vllm.model_executor.layers.fused_moe import cpu_fused_moe
 
     table = getattr(cpu_fused_moe, "_CPU_MOE_ACT_FN", None)
     silu = getattr(getattr(cpu_fused_moe, "MoEActivation", None), "SILU", None)
-    if table is not None and silu in table:
+    entry = table.get(silu) if table is not None else None
+    # Only an entry that builds the CustomOp per call (a lambda naming SiluAndMul) is the gap.
+    if entry is not None and "SiluAndMul" in getattr(getattr(entry, "__code__", None), "co_names", ()):
         table[silu] = SiluAndMul.forward_native
+        filled.append("MoE SiLU")
+    return filled
