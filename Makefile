@@ -54,6 +54,14 @@ dp-sim: $(VENV)/.vllm-$(VLLM_VERSION)
 bench: $(VENV)/.vllm-$(VLLM_VERSION)
 	$(BIN)/python -m benchmarks.run
 
+# Not in `make bench`: needs root, network namespaces and /dev/net/tun. The per-step gather across a set
+# network delay: N gloo ranks (torch only), each in a private network namespace behind a userspace delay
+# relay (docs/benchmarks.md); the namespaces and processes go with the run, also on failure or Ctrl-C.
+# ~5 min on 2 cores: benchmarks/results/net_collective.md.
+.PHONY: bench-net
+bench-net: $(VENV)/.vllm-$(VLLM_VERSION)
+	$(BIN)/python -m benchmarks.net_collective
+
 clean-venv:
 	rm -rf $(VENV)
 
