@@ -195,6 +195,11 @@ def render(data: dict[str, Any]) -> str:
         "Two cores run N ranks and the relay: at 0 ms and large N the times are mostly waiting for a core "
         "(CPU-inflated), so read the rounds, which are differences, and the per-rank CPU, not the 0 ms times.",
         "",
+    ]
+    if not can_fit(data):
+        out += ["No models and no per-step figures: they need two group sizes that ran.", ""]
+        return "\n".join(out)
+    out += [
         f"## Models fitted to this run (rounds from the {d1:g} -> {d2:g} ms slope, CPU from the 0 ms phase)",
         "",
     ]
@@ -262,8 +267,14 @@ def render(data: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def can_fit(data: dict[str, Any]) -> bool:
+    return len({s["world"] for s in _ok(data["sizes"])}) >= 2
+
+
 def headline(data: dict[str, Any]) -> list[str]:
     """The per-step figures of the gather balance runs, for benchmarks/results/REPORT.md."""
+    if not can_fit(data):
+        return ["no per-step figures (fewer than two group sizes ran)"]
     return [
         f"DP {r['dp']} ({r['source']}): {r['step_ms']:.2f} ms per step (goal <= {r['goal_ms']:g} ms)"
         for r in per_step(data)
