@@ -65,7 +65,7 @@ bench-net: $(VENV)/.vllm-$(VLLM_VERSION)
 clean-venv:
 	rm -rf $(VENV)
 
-# DP serving simulator on real schedulers: benchmarks/results/value_sim.md + PNG plots (~15 min, 2 cores).
+# DP serving simulator on real schedulers: benchmarks/results/value_sim.md + PNG plots (~3 min, 2 cores).
 value-sim: $(VENV)/.vllm-$(VLLM_VERSION)
 	$(BIN)/python -m balance_dev.value_sim sweep --out benchmarks/results
 

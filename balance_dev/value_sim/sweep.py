@@ -33,7 +33,8 @@ HEADLINE_MODES = ("off", "on", "throttle")
 OLD_GATHER = "all_gather"
 OLD_LABEL = f"on, {OLD_GATHER}"
 # Where the gain is (beyond capacity), how much of it each gather keeps as the links get slower.
-LINK_DPS = (8, 32)
+# DP 128 runs here only (balance off and on at this load): its gather costs are the models' extrapolation.
+LINK_DPS = (8, 32, 128)
 LINK_LOAD = 1.2
 LINK_US = (0.0, 50.0, 200.0, 1000.0)
 LINK_GATHERS = ("group_max", OLD_GATHER)
@@ -88,7 +89,8 @@ def capacity_probes(base: SimConfig) -> list[SimConfig]:
     ``capacity_req_s=0`` marks a probe: the worker runs ``measure_capacity`` on it.
     """
     probe = replace(base, arrivals="closed", load=2.0, balance="off", capacity_req_s=0.0)
-    return [replace(probe, dp=dp) for dp in DPS] + [replace(probe, dp=SIDE_DP, cost=c) for c in COST_VARIANTS.values()]
+    sizes = [replace(probe, dp=dp) for dp in sorted({*DPS, *LINK_DPS})]
+    return sizes + [replace(probe, dp=SIDE_DP, cost=c) for c in COST_VARIANTS.values()]
 
 
 def plan(base: SimConfig, capacity: dict[tuple[int, CostModel], float]) -> list[SimConfig]:
@@ -102,9 +104,12 @@ def plan(base: SimConfig, capacity: dict[tuple[int, CostModel], float]) -> list[
                 replace(base, dp=dp, load=load, balance="on", gather=OLD_GATHER, capacity_req_s=capacity[dp, base.cost])
             )
     for dp in LINK_DPS:
+        in_headline = {(base.gather, base.link_us), (OLD_GATHER, base.link_us)} if dp in DPS else set()
+        if dp not in DPS:
+            cfgs.append(replace(base, dp=dp, load=LINK_LOAD, balance="off", capacity_req_s=capacity[dp, base.cost]))
         for gather in LINK_GATHERS:
             for link in LINK_US:
-                if (gather, link) not in ((base.gather, base.link_us), (OLD_GATHER, base.link_us)):  # in the headline
+                if (gather, link) not in in_headline:
                     cfgs.append(
                         replace(
                             base,
@@ -254,8 +259,9 @@ def render(data: dict[str, Any], out: Path) -> str:
         + ", ".join(
             f"DP {dp} {MODELS[base['gather']].step_ms(dp, base['link_us']):.2f} ms "
             f"({OLD_GATHER} {MODELS[OLD_GATHER].step_ms(dp, base['link_us']):.2f} ms)"
-            for dp in DPS
+            for dp in sorted({*DPS, *LINK_DPS})
         )
+        + f" (DP {max(LINK_DPS)}: extrapolated from N = 2..64)"
         + ".",
         "",
         "Load: open arrivals at `load` x the capacity below; closed loop with `load` x DP x `max_num_seqs` clients.",

@@ -154,13 +154,19 @@ def test_the_report_renders_tables_and_plots(tmp_path: Path) -> None:
                 results.append(_fake(dp, load, mode, 100.0 * load * (1.1 if mode == "on" else 1.0)))
             results.append(_fake(dp, load, "on", 100.0 * load * 1.05, gather=sweep.OLD_GATHER))
     for dp in sweep.LINK_DPS:
+        if dp not in sweep.DPS:
+            results.append(_fake(dp, 1.2, "off", 120.0))
         for gather in sweep.LINK_GATHERS:
             for link in sweep.LINK_US:
-                if link != 50.0:  # the headline holds both gathers at 50 us
+                if link == 50.0 and dp in sweep.DPS:  # the headline holds both gathers at 50 us
+                    continue
+                if link == 50.0:
+                    gain = 10.0 if gather == "group_max" else 5.0
+                else:
                     # gain +10% at 0 us, falling 1% per 100 us (group_max) or per 20 us (all_gather)
                     gain = 10 - link / (100 if gather == "group_max" else 20)
-                    fake = _fake(dp, 1.2, "on", 120.0 * (1 + gain / 100), gather=gather, link_us=link)
-                    results.append(fake)
+                fake = _fake(dp, 1.2, "on", 120.0 * (1 + gain / 100), gather=gather, link_us=link)
+                results.append(fake)
     base = sweep._cfg_dict(SimConfig())
     cap = {"dp": 2, "capacity_req_s": 1.0, "throughput_tok_s": 10.0, "step_ms_mean": 40.0}
     data = {"base": base, "capacity": [{**cap, "prefill_step_fraction": 0.2, "wall_s": 1.0}], "results": results}
@@ -171,6 +177,7 @@ def test_the_report_renders_tables_and_plots(tmp_path: Path) -> None:
     # all_gather: +10% at 0 us, +5% at 50 (the headline's), 0% at 200: the gain ends at 200 us
     assert "| 32 | all_gather | +10.0% | +5.0% | +0.0% | -40.0% | up to about 200 us |" in text
     assert "| 32 | group_max | +10.0% | +10.0% | +8.0% | +0.0% | up to about 1000 us |" in text
+    assert "| 128 | all_gather | +10.0% | +5.0% | +0.0% | -40.0% | up to about 200 us |" in text
     assert "**no**" in text  # unstable queues are flagged
     assert (tmp_path / "value_sim.md").read_text() == text
     for png in ("value_sim_load.png", "value_sim_frozen.png", "value_sim_link.png"):
