@@ -12,7 +12,8 @@ import pytest
 
 from balance_dev.value_sim import sweep
 from balance_dev.value_sim.collective import GATHERS, MODELS, GatherModel, Line, fit, gather_step_ms
-from balance_dev.value_sim.model import CostModel, Lengths, SimConfig, Simulation
+from balance_dev.value_sim.model import CostModel, SimConfig, Simulation
+from tests.value_sim.test_simulation import SMALL
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "net_collective.json"
 
@@ -76,17 +77,8 @@ def test_the_models_reproduce_the_committed_measurements() -> None:
             assert model.cpu_us_at(n) == pytest.approx(cpu, rel=0.4, abs=100), (name, n)
 
 
-_FLAT = SimConfig(
-    dp=4,
-    cap=4,
-    token_budget=512,
-    seconds=6.0,
-    seed=3,
-    capacity_req_s=8.0,
-    load=1.5,
-    cost=CostModel.flat(40.0),
-    lengths=Lengths(prompt_median=200, output_median=30),
-)
+# The simulation tests' small group, overloaded, every step 40 ms whatever it carries.
+_FLAT = replace(SMALL, dp=4, seconds=6.0, capacity_req_s=8.0, load=1.5, cost=CostModel.flat(40.0))
 
 
 def _gaps_ms(cfg: SimConfig) -> list[float]:
