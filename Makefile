@@ -9,7 +9,7 @@ VLLM_VERSION = $(shell tr -dc 'A-Za-z0-9.+-' < $(PIN))
 CLI := $(BIN)/balance-patchgen
 PYTEST_ARGS ?=
 
-.PHONY: regen regen-deps check verify lint test pytest dp-sim bench clean-venv test-range value-sim
+.PHONY: regen regen-deps check verify lint lint-workflows test pytest dp-sim bench clean-venv test-range value-sim history
 
 # Generator only: enough for regen/check/verify (upstream comes from the package index, cached).
 $(VENV)/.dev-installed: requirements/dev.txt pyproject.toml
@@ -36,10 +36,23 @@ check: $(VENV)/.dev-installed
 verify: $(VENV)/.dev-installed
 	$(CLI) verify
 
-lint: $(VENV)/.vllm-$(VLLM_VERSION)
+# Every hand copy vllm-ascend released, judged by `migrate` against the vLLM it runs with: the table in
+# docs/history.md (reads the package index; 45-50 s with an empty cache, 2-4 s warm; not part of `make test`).
+history: $(VENV)/.dev-installed
+	$(BIN)/python -m generator.history --out docs/history.md
+
+WORKFLOWS = $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
+
+lint: $(VENV)/.vllm-$(VLLM_VERSION) lint-workflows
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# Offline: zizmor's online audits (impostor commits, known-vulnerable actions) need GitHub and a token;
+# run `zizmor .github/workflows` with GH_TOKEN set for those (docs/installing.md).
+lint-workflows: $(VENV)/.dev-installed
+	$(BIN)/zizmor --offline --no-progress --persona pedantic $(WORKFLOWS)
+	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows $(WORKFLOWS)
 
 pytest: $(VENV)/.vllm-$(VLLM_VERSION)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -11,8 +11,9 @@ from generator.sources.base import UPSTREAM_PATH
 
 
 def build_vllm_repo(path: Path, releases: Sequence[tuple[str, bytes]], *, then: bytes | None = None) -> Path:
-    """One commit and tag per (tag, scheduler.py bytes), in order; ``then``: a later untagged commit."""
-    repo = git.Repo.init(path)
+    """One commit and tag per (tag, scheduler.py bytes), in order, on ``main`` as vLLM's repository has it;
+    ``then``: a later untagged commit on main."""
+    repo = git.Repo.init(path, initial_branch="main")
     with repo.config_writer() as config:
         config.set_value("user", "name", "test")
         config.set_value("user", "email", "test@example.invalid")
@@ -29,3 +30,15 @@ def build_vllm_repo(path: Path, releases: Sequence[tuple[str, bytes]], *, then: 
         repo.index.add([UPSTREAM_PATH])
         repo.index.commit("main moves on")
     return path
+
+
+def add_branch(path: Path, name: str, data: bytes, *, base: str = "main") -> str:
+    """A branch from ``base`` with one commit setting scheduler.py to ``data``; returns that commit's sha."""
+    repo = git.Repo(path)
+    previous = repo.active_branch.name
+    repo.git.switch("--create", name, base)
+    (path / UPSTREAM_PATH).write_bytes(data)
+    repo.index.add([UPSTREAM_PATH])
+    sha = repo.index.commit(f"{name}: upstream moves on").hexsha
+    repo.git.switch(previous)
+    return sha

@@ -8,13 +8,15 @@ import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
 
-from generator import __version__, extract, pipeline, verify
+from generator import __version__, pin_bump, pipeline, plan, verify
 from generator import check as drift
+from generator import matrix as matrix_rows
 from generator.atomic import is_same_file, require_regular_or_absent, write_all_or_nothing
 from generator.errors import (
     DeltaDoesNotApply,
@@ -26,9 +28,11 @@ from generator.errors import (
     UsageError,
     VerificationFailed,
 )
-from generator.pin import PIN_FILE, read_pin, validate_tag
+from generator.pin import PIN_FILE, is_release_tag, read_pin, validate_tag
+from generator.provenance import FIRST_RELEASE
+from generator.refs import MAIN_VERIFIED_FILE, read_main_verified, validate_ref
 from generator.sources.base import UpstreamFile
-from generator.sources.resolve import SourceKind, fetch_upstream
+from generator.sources.resolve import SourceKind, check_refs, fetch_ref, fetch_upstream
 
 DEFAULT_OUTPUT = Path("generated/balance_scheduler.py")
 
@@ -142,6 +146,9 @@ class SourceOptions:
             refresh=self.refresh,
         )
 
+    def fetch_ref(self, ref: str) -> UpstreamFile:
+        return fetch_ref(ref, self.kind, self.vllm_repo, progress=_progress)
+
 
 def _recorded_sha256(module: Path | None, tag: str) -> str | None:
     """The upstream sha256 the module's header records, if the header is for ``tag``."""
@@ -229,9 +236,7 @@ def _seam_release(upstream: UpstreamFile) -> str | None:
     """Where upstream has the seam, why no copy is needed (the runtime overrides the method instead)."""
     from generator import seam
 
-    if not seam.has_seam(upstream.text, upstream.tag):
-        return None
-    return f"vLLM {upstream.tag} has Scheduler.{seam.SEAM_METHOD}(): vllm_ascend overrides it and needs no copy"
+    return seam.no_copy_reason(upstream)
 
 
 def _stale(shown: str, reason: str) -> DriftFound:
@@ -323,24 +328,80 @@ def verify_cmd(file: Path | None, tag: str | None, source: str, vllm_repo: str |
     click.echo(f"{file or DEFAULT_OUTPUT}: schedule() is upstream {tag} plus exactly {verified.summary}")
 
 
+def _plan_option(func: F) -> F:
+    return click.option(
+        "--plan",
+        "plan_file",
+        metavar="FILE",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Write what automation should do to FILE as JSON (docs/pin-bump.md); touch nothing else.",
+    )(func)
+
+
+def _plan_path(plan_file: Path, module: Path) -> Path:
+    if not plan_file.parent.is_dir():
+        raise UsageError(f"--plan folder {plan_file.parent} does not exist: create it or pass another path")
+    for other, what in ((_root() / PIN_FILE, "the pin file"), (module, "the generated module")):
+        if is_same_file(plan_file, other):
+            raise FileRefused(f"--plan {plan_file} is {what}: pass a path of its own, e.g. plan.json")
+    require_regular_or_absent(plan_file, what="--plan")
+    return plan_file
+
+
+def _write_plan(plan_file: Path, made: plan.Plan) -> None:
+    write_all_or_nothing({plan_file: plan.dumps(made).encode()})
+    click.echo(f"wrote {plan_file}: {made['summary']}")
+
+
 @main.command()
-@click.argument("new_tag")
+@click.argument("new_tag", required=False)
+@click.option("--latest", is_flag=True, help="The newest final release on the package index newer than the pin.")
+@_plan_option
 @source_options
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help=f"Default: {DEFAULT_OUTPUT}.")
-def bump(new_tag: str, source: str, vllm_repo: str | None, output: Path | None) -> None:
-    """Move the pin to NEW_TAG: show upstream's schedule() diff, regenerate, write pin and module together."""
-    new_tag = validate_tag(new_tag, origin="NEW_TAG")
+@click.pass_context
+def bump(
+    ctx: click.Context,
+    new_tag: str | None,
+    latest: bool,
+    plan_file: Path | None,
+    source: str,
+    vllm_repo: str | None,
+    output: Path | None,
+) -> None:
+    """Move the pin to NEW_TAG (or --latest): show upstream's schedule() diff, write pin and module together."""
+    if new_tag is None and not latest:
+        raise click.MissingParameter(ctx=ctx, param=ctx.command.params[0], param_hint="'NEW_TAG'")
+    if new_tag is not None and latest:
+        raise UsageError(f"pass NEW_TAG or --latest, not both: `bump {new_tag}` or `bump --latest`")
     pin_path = _root() / PIN_FILE
     old_tag = read_pin(pin_path)
     path = _output_path(output)
+    if plan_file is not None:
+        plan_file = _plan_path(plan_file, path)
+    if new_tag is None:
+        from generator.sources.releases import newest_release
+
+        new_tag = newest_release(old_tag)
+        if new_tag is None:
+            if plan_file is not None:
+                _write_plan(plan_file, plan.up_to_date(old_tag))
+            else:
+                click.echo(f"{old_tag} is the newest vLLM release on the package index: nothing to do")
+            return
+        click.echo(f"the newest vLLM release on the package index is {new_tag} (pinned: {old_tag})")
+    new_tag = validate_tag(new_tag, origin="NEW_TAG")
     sources = _sources(source, vllm_repo, module=path)
     old, new = sources.fetch(old_tag), sources.fetch(new_tag)
-    old_method, new_method = _method_text(old), _method_text(new)
-    if old_method == new_method:
+    method_diff = pin_bump.method_diff(old, new)
+    if plan_file is not None:
+        _write_plan(plan_file, _bump_plan(sources, old, new, method_diff))
+        return
+    if not method_diff:
         click.echo(f"upstream Scheduler.schedule() is identical in {old_tag} and {new_tag}")
     else:
         click.echo(f"upstream Scheduler.schedule() changed from {old_tag} to {new_tag}:")
-        _echo_diff(drift.unified_diff(old_method, new_method, f"schedule@{old_tag}", f"schedule@{new_tag}"))
+        _echo_diff(method_diff)
     if (reason := _seam_release(new)) is not None:
         # The module goes first, the pin last (as below): a kill between leaves a missing module
         # under the old pin, which `check` reports.
@@ -356,42 +417,64 @@ def bump(new_tag: str, source: str, vllm_repo: str | None, output: Path | None) 
     click.echo(f"pinned {new_tag} and wrote {output or DEFAULT_OUTPUT}; review, then commit both")
 
 
-def _method_text(upstream: UpstreamFile) -> str:
-    module = extract.parse(upstream.text, upstream.tag)
-    return module.code_for_node(extract.extract(module, upstream.tag).method)
+def _bump_plan(sources: SourceOptions, old: UpstreamFile, new: UpstreamFile, method_diff: str) -> plan.Plan:
+    """The plan for a bump from ``old`` to ``new``: computed like the bump itself, written nowhere but the plan."""
+    if new.tag == old.tag:
+        return plan.up_to_date(old.tag)
+    rows = [matrix_rows.row(tag, partial(sources.fetch, tag)) for tag in pin_bump.releases_between(old.tag, new.tag)]
+    try:
+        reason = _seam_release(new)
+        outcomes = () if reason is not None else pipeline.build_verified(new).outcomes
+    except matrix_rows.PLANNED_ERRORS as error:
+        return plan.blocked(old.tag, new.tag, method_diff=method_diff, error=error, rows=rows)
+    return plan.bumped(old.tag, new.tag, method_diff=method_diff, outcomes=outcomes, no_copy_reason=reason, rows=rows)
 
 
 @main.command()
-@click.argument("tags", nargs=-1)
+@click.argument("tags", nargs=-1, metavar="[TAG_OR_REF]...")
 @click.option("--since", metavar="TAG", help="Also every final release on the package index from TAG on.")
+@click.option(
+    "--main-verified",
+    is_flag=True,
+    help=f"Also the vLLM commit in {MAIN_VERIFIED_FILE} (needs a git source).",
+)
+@_plan_option
 @source_options
-def matrix(tags: tuple[str, ...], since: str | None, source: str, vllm_repo: str | None) -> None:
-    """For each tag: do the deltas apply and verify? Writes nothing."""
+def matrix(
+    tags: tuple[str, ...],
+    since: str | None,
+    main_verified: bool,
+    plan_file: Path | None,
+    source: str,
+    vllm_repo: str | None,
+) -> None:
+    """For each release tag, or git branch/commit (git source): do the deltas apply and verify? Writes only --plan."""
     sources = _sources(source, vllm_repo)
-    worst: PatchgenError | None = None
-    for tag in tags:
-        validate_tag(tag, origin="tag")
+    asked = [name if is_release_tag(name) else validate_ref(name, origin="TAG_OR_REF") for name in tags]
+    if main_verified:
+        asked.append(read_main_verified(_root() / MAIN_VERIFIED_FILE))
+    named = list(asked)  # what an issue's title names (stable): the releases --since adds are not named
     if since is not None:
         from generator.sources.releases import released_tags
 
-        tags = (*tags, *(t for t in released_tags(validate_tag(since, origin="--since")) if t not in tags))
-    if not tags:
-        raise UsageError("matrix needs release tags: pass TAG... or --since TAG")
-    for tag in tags:
-        try:
-            upstream = sources.fetch(tag)
-            if (reason := _seam_release(upstream)) is not None:
-                status = f"ok: {reason}"
-            else:
-                verified = verify.verify(pipeline.generate(upstream), upstream.text)
-                status = f"ok: {verified.summary}; the leader is asked `{verified.check}`"
-        except (SourceUnavailable, DeltaDoesNotApply, UpstreamShapeError, VerificationFailed) as error:
-            status = f"FAIL ({type(error).__name__}): {error}"
-            if worst is None or exit_code_for(error) > exit_code_for(worst):
-                worst = error
-        click.echo(f"{tag:<12} {status}")
-    if worst is not None:
-        sys.exit(exit_code_for(worst))
+        asked += [t for t in released_tags(validate_tag(since, origin="--since")) if t not in asked]
+    if not asked:
+        raise UsageError("matrix needs release tags or git refs: pass TAG_OR_REF..., --since TAG or --main-verified")
+    refs = [name for name in asked if not is_release_tag(name)]
+    check_refs(refs, SourceKind(source), vllm_repo)  # refused before any line is printed
+    if plan_file is not None:
+        plan_file = _plan_path(plan_file, _root() / DEFAULT_OUTPUT)
+    rows = []
+    for name in asked:
+        fetch = partial(sources.fetch_ref, name) if name in refs else partial(sources.fetch, name)
+        rows.append(matrix_rows.row(name, fetch))
+        click.echo(rows[-1].line)
+    failed = [r.error for r in rows if r.error is not None]
+    if plan_file is not None and all(isinstance(e, matrix_rows.PLANNED_ERRORS) for e in failed):
+        _write_plan(plan_file, plan.matrix_plan(named or [f"releases since {since}"], rows))
+        return
+    if failed:
+        sys.exit(max(exit_code_for(e) for e in failed))
 
 
 @main.command(name="seam")
@@ -422,25 +505,40 @@ def seam_cmd(tag: str | None, source: str, vllm_repo: str | None, output: Path |
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--tag", help="Release tag the copy claims to be (default: the pin file).")
+@click.option("--tag", help="vLLM release the copy runs with (default: the pin file).")
+@click.option(
+    "--since",
+    default=FIRST_RELEASE,
+    show_default=True,
+    metavar="TAG",
+    help="When the copy is not that release's, scan every final release from TAG on for the one it is.",
+)
 @source_options
-def migrate(file: Path, tag: str | None, source: str, vllm_repo: str | None) -> None:
-    """Judge a hand-kept copy: AST equal to upstream plus the deltas, and how many hunks are formatting only.
+def migrate(file: Path, tag: str | None, since: str, source: str, vllm_repo: str | None) -> None:
+    """Judge a hand-kept copy: its deltas, which release it is (or the closest), its extra edits.
 
-    Exit 0 when the AST is equal (the generated module can replace it), 1 otherwise.
+    Exit 0 when it is the tag's schedule() plus the deltas and nothing else (the generated module
+    can replace it), 1 otherwise.
     """
-    from generator.migrate import compare_copy
+    from generator.migrate import judge
+    from generator.provenance import Release
+    from generator.sources.releases import released_tags
 
     tag = _pinned_or(tag)
+    since = validate_tag(since, origin="--since")
     require_regular_or_absent(file, what="FILE")
     try:
         text = file.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise UsageError(f"cannot read {file} as UTF-8 text ({error}): pass the hand-kept module") from None
-    upstream = _sources(source, vllm_repo).fetch(tag)
-    report = compare_copy(text, upstream.text)
+    sources = _sources(source, vllm_repo)
+    upstream = sources.fetch(tag)
+    report = judge(text, tag, upstream.text, lambda: [Release(t, sources.fetch(t).text) for t in released_tags(since)])
     for line in report.lines():
         click.echo(f"{file}: {line}")
-    if not report.ast_equal:
-        raise VerificationFailed(f"{file} is not upstream {tag}'s schedule() plus the balance deltas: fix or drop it")
+    if not report.replaceable:
+        raise VerificationFailed(
+            f"{file} is not upstream {tag}'s schedule() plus the balance deltas alone ({report.verdict}, "
+            f"{len(report.extra_edits)} extra edits): regenerate it for {tag} and carry the extra edits elsewhere"
+        )
     click.echo(f"{file}: replace it with the generated module (`make regen`); formatting differences need no review")

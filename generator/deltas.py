@@ -46,6 +46,11 @@ class DeltaContext:
         pos = self._positions.get(node)
         return None if pos is None else (pos.start.line, pos.end.line)  # type: ignore[attr-defined]
 
+    def line_label(self, node: cst.CSTNode) -> str:
+        """``line N: `` for messages naming an upstream statement ("" for a node that has no position)."""
+        span = self.lines_of(node)
+        return f"line {span[0]}: " if span else ""
+
     def excerpt(self, nodes: Sequence[cst.CSTNode], *, before: int = 3, after: int = 8) -> str:
         lines = self.module.code.splitlines()
         chunks = []
@@ -370,17 +375,26 @@ class QueueNoneBreaks(Delta):
     title = "no waiting queue breaks instead of asserting"
     looked_for = (
         "`assert request_queue is not None` directly inside a loop, or instead upstream's own "
-        "`if not request_queue ...: break`"
+        "`if not request_queue ...: break`, or (no request_queue at all) one "
+        "`request = self.waiting.peek_request()` in a `while self.waiting ...` loop"
     )
     ANCHORS = ("assert request_queue is not None",)
     # Where upstream itself breaks on an empty queue (0.31+), there is no assert to replace: the
     # delta is not needed. The stop is `if <test>: break` in a loop, <test> one of these or an
     # `or` with one of them.
     EMPTY_QUEUE_TESTS = ("not request_queue",)
+    # Before 0.18 the WAITING loop has no queue variable at all: it peeks ``self.waiting`` itself,
+    # and the loop's own test (``self.waiting``, or an ``and`` with it) stops on an empty queue.
+    # Nothing can be None, so the delta is not needed. Both parts are required, as data.
+    DIRECT_PEEKS = ("request = self.waiting.peek_request()",)
+    NONEMPTY_LOOP_TESTS = ("self.waiting",)
+    QUEUE_NAME = "request_queue"
 
     def apply(self, method: cst.FunctionDef, ctx: DeltaContext) -> tuple[cst.FunctionDef, Outcome]:
         hits = _find(method, ctx, cst.SimpleStatementLine, self.ANCHORS)
         if not hits:
+            if not _names(method, self.QUEUE_NAME):
+                return method, self._no_queue(method, ctx)
             return method, self._not_needed(method, ctx)
         if len(hits) != 1 or not isinstance(hits[0].owner, _LOOPS):  # `break` needs a loop
             raise self._fail(ctx, len(hits) if len(hits) != 1 else 0, [h.stmt for h in hits])
@@ -406,22 +420,56 @@ class QueueNoneBreaks(Delta):
             raise self._fail(ctx, len(stops), stops)
         (stop,) = stops
         assert isinstance(stop, cst.If)
-        span = ctx.lines_of(stop)
-        line = f"line {span[0]}: " if span else ""
         return self._outcome(
             "upstream breaks on an empty queue itself, so there is no assert to replace",
-            f"({line}`if {ctx.code(stop.test).strip()}: break`)",
+            f"({ctx.line_label(stop)}`if {ctx.code(stop.test).strip()}: break`)",
+            applied=False,
+        )
+
+    def _no_queue(self, method: cst.FunctionDef, ctx: DeltaContext) -> Outcome:
+        """No ``request_queue`` anywhere: the one direct peek must sit in a loop whose test needs ``self.waiting``."""
+        peeks = [
+            (owner, stmt)
+            for owner, block, _ in _blocks(method)
+            if isinstance(owner, cst.While) and _guards_nonempty(ctx, owner, self.NONEMPTY_LOOP_TESTS)
+            for stmt in block.body
+            if isinstance(stmt, cst.SimpleStatementLine) and _same_code(ctx, stmt, self.DIRECT_PEEKS)
+        ]
+        if len(peeks) != 1:
+            raise self._fail(ctx, len(peeks), [stmt for _, stmt in peeks])
+        ((loop, peek),) = peeks
+        assert isinstance(loop, cst.While)
+        return self._outcome(
+            "no request_queue in the WAITING loop: it peeks self.waiting, and the loop test stops on an empty queue",
+            f"(`while {ctx.code(loop.test).strip()}:`, {ctx.line_label(peek)}`{ctx.code(peek).strip()}`)",
             applied=False,
         )
 
     def _tests_empty_queue(self, ctx: DeltaContext, stmt: cst.BaseStatement) -> bool:
         assert isinstance(stmt, cst.If)
-        test = _expr(ctx, stmt.test)
-        if test is None:
-            return False
-        parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
-        wanted = _shapes(self.EMPTY_QUEUE_TESTS)
-        return any(_shape_of(part) in wanted for part in parts)
+        return _has_part(ctx, stmt.test, ast.Or, self.EMPTY_QUEUE_TESTS)
+
+
+def _names(node: cst.CSTNode, name: str) -> bool:
+    """Whether ``name`` is read or bound anywhere under ``node`` (a whole-tree walk: only on the rare path)."""
+    if isinstance(node, cst.Name) and node.value == name:
+        return True
+    return any(_names(child, name) for child in node.children)
+
+
+def _guards_nonempty(ctx: DeltaContext, loop: cst.While, tests: tuple[str, ...]) -> bool:
+    """The loop's test is one of ``tests``, or an ``and`` with one of them: the loop ends on an empty queue."""
+    return _has_part(ctx, loop.test, ast.And, tests)
+
+
+def _has_part(ctx: DeltaContext, node: cst.BaseExpression, joined_by: type[ast.boolop], tests: tuple[str, ...]) -> bool:
+    """``node`` is one of ``tests`` (as ast shape), or a ``joined_by`` chain (``or``/``and``) holding one."""
+    test = _expr(ctx, node)
+    if test is None:
+        return False
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, joined_by) else [test]
+    wanted = _shapes(tests)
+    return any(_shape_of(part) in wanted for part in parts)
 
 
 def _waiting_loops(method: cst.FunctionDef) -> Sequence[cst.CSTNode]:

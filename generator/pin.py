@@ -23,6 +23,10 @@ _PLAUSIBLE_RE = re.compile(r"[vV]?\d[0-9A-Za-z.+-]{0,30}|[A-Za-z]{1,12}")
 _PIN_MAX_BYTES = 256
 
 
+def is_release_tag(name: str) -> bool:
+    return _TAG_RE.fullmatch(name) is not None
+
+
 def validate_tag(tag: str, *, origin: str = "tag") -> str:
     """Return ``tag`` unchanged if it is a plain release tag; raise UsageError otherwise."""
     if not tag:
@@ -43,26 +47,34 @@ def version_of(tag: str) -> str:
     return match.group("version")
 
 
-def read_pin(path: Path) -> str:
-    """Read the pin exactly as CI does (``tr -d '[:space:]'``) and validate it."""
+def read_commit_file(path: Path, *, what: str, example: str) -> str:
+    """A one-word ``.commit`` file read exactly as CI does (``tr -d '[:space:]'``), not yet validated.
+
+    ``what`` names the file in messages ("pin file"), ``example`` is what it should hold.
+    """
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
-        raise UsageError(f"pin file {path} does not exist: create it with a tag such as v0.24.0") from None
+        raise UsageError(f"{what} {path} does not exist: create it with {example}") from None
     except OSError as exc:
-        raise FileRefused(f"cannot read pin file {path} ({exc.strerror}): check the path and its permissions") from None
+        raise FileRefused(f"cannot read {what} {path} ({exc.strerror}): check the path and its permissions") from None
     if not stat.S_ISREG(mode):
         # A FIFO would block the read forever and a device could stream without end.
-        raise FileRefused(f"pin file {path} is not a regular file: make it a plain file holding a tag such as v0.24.0")
+        raise FileRefused(f"{what} {path} is not a regular file: make it a plain file holding {example}")
     with path.open("rb") as handle:
         raw = handle.read(_PIN_MAX_BYTES + 1)
     if len(raw) > _PIN_MAX_BYTES:
-        raise UsageError(f"pin file {path} is far longer than a tag: write only a tag such as v0.24.0 into it")
+        raise UsageError(f"{what} {path} is far longer than it should be: write only {example} into it")
     try:
         text = raw.decode("ascii")
     except UnicodeDecodeError:
-        raise UsageError(f"pin file {path} is not ASCII text: write a tag such as v0.24.0") from None
-    tag = re.sub(r"[ \t\n\r\v\f]", "", text)
+        raise UsageError(f"{what} {path} is not ASCII text: write {example}") from None
+    return re.sub(r"[ \t\n\r\v\f]", "", text)
+
+
+def read_pin(path: Path) -> str:
+    """Read the pin exactly as CI does (``tr -d '[:space:]'``) and validate it."""
+    tag = read_commit_file(path, what="pin file", example="a tag such as v0.24.0")
     # Through a symlink the content is some other file's, never something written as a pin: not echoed.
     if tag and not _TAG_RE.fullmatch(tag) and (path.is_symlink() or not _PLAUSIBLE_RE.fullmatch(tag)):
         raise UsageError(

@@ -11,9 +11,10 @@ from generator.deltas import CapCheck, Outcome
 from generator.imports import ImportBlock
 from generator.sources.base import UPSTREAM_PATH
 
-# Loaded through the package, so an installed wheel (or a pre-commit hook venv) finds it as package data.
-TEMPLATE_PACKAGE = "generator"
-TEMPLATE_DIR = "templates"
+# Loaded through the package, so an installed wheel (or a pre-commit hook venv) finds it as package data:
+# the repository's top-level templates/ folder is the package generator.templates (pyproject.toml).
+TEMPLATE_PACKAGE = "generator.templates"
+TEMPLATE_DIR = "."
 TEMPLATE_NAME = "balance_scheduler.py.j2"
 CLASS_NAME = "BalanceScheduler"
 BASE_MODULE = "vllm_ascend.core.balance_scheduler_base"

@@ -31,6 +31,13 @@ def has_seam(text: str, tag: str) -> bool:
     return any(isinstance(s, cst.FunctionDef) and s.name.value == SEAM_METHOD for s in found.cls.body.body)
 
 
+def no_copy_reason(upstream: UpstreamFile) -> str | None:
+    """Where upstream has the seam, why no copy is needed (the runtime overrides the method instead)."""
+    if not has_seam(upstream.text, upstream.tag):
+        return None
+    return f"vLLM {upstream.tag} has Scheduler.{SEAM_METHOD}(): vllm_ascend overrides it and needs no copy"
+
+
 @dataclass(frozen=True)
 class Seam:
     patched: str  # upstream's file with the seam

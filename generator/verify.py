@@ -22,6 +22,10 @@ LEADER = "self.balance_leader_running"
 _QUEUE_BREAK = "if request_queue is None:\n    break\n"
 _QUEUE_ASSERT = "assert request_queue is not None\n"
 _EMPTY_QUEUE = "not request_queue"
+# Before 0.18 there is no queue variable: the loop peeks the waiting queue it tests for emptiness.
+_QUEUE_NAME = "request_queue"
+_WAITING = "self.waiting"
+_DIRECT_PEEK = "request = self.waiting.peek_request()\n"
 _REGEN = "run `make regen`"
 
 
@@ -209,6 +213,46 @@ def _upstream_empty_queue_break(up: ast.FunctionDef) -> _Located | None:
     return stops[0] if len(stops) == 1 else None
 
 
+def _direct_peek(up: ast.FunctionDef) -> _Located | None:
+    """Before 0.18: no ``request_queue`` at all; ``self.waiting`` peeked by a loop that needs it non-empty."""
+    if any(isinstance(n, ast.Name) and n.id == _QUEUE_NAME for n in ast.walk(up)):
+        return None
+    waiting = _dump(ast.parse(_WAITING, mode="eval").body)
+    peeks = []
+    for s in _find(up, _DIRECT_PEEK):
+        loop = s.owner
+        if not isinstance(loop, ast.While):
+            continue
+        test = loop.test
+        parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+        if any(_dump(p) == waiting for p in parts):
+            peeks.append(s)
+    return peeks[0] if len(peeks) == 1 else None
+
+
+def _delta3_not_needed(up: ast.FunctionDef) -> str:
+    """Why upstream needs no delta 3, in words; VerificationFailed when neither known reason holds."""
+    stop = _upstream_empty_queue_break(up)
+    if stop is not None:
+        return (
+            "; delta 3 not needed: upstream breaks on an empty queue itself "
+            f"(line {stop.node.lineno}: `if {ast.unparse(stop.node.test)}: break`)"  # type: ignore[attr-defined]
+        )
+    peek = _direct_peek(up)
+    if peek is not None:
+        return (
+            "; delta 3 not needed: the WAITING loop has no request_queue "
+            f"(line {peek.node.lineno}: `{ast.unparse(peek.node)}` "
+            f"under `while {ast.unparse(peek.owner.test)}`)"  # type: ignore[attr-defined]
+        )
+    raise VerificationFailed(
+        "upstream schedule() has neither `assert request_queue is not None`, nor exactly one "
+        "`if not request_queue ...: break` in a loop, nor (without any request_queue) one "
+        "`request = self.waiting.peek_request()` in a `while self.waiting ...` loop: "
+        "teach generator/deltas.py and verify.py this shape"
+    )
+
+
 def verify(generated: str, upstream: str) -> Verified:
     """Raise VerificationFailed with the first disagreement; say what was verified otherwise."""
     try:
@@ -238,17 +282,8 @@ def verify(generated: str, upstream: str) -> Verified:
     else:
         if gen_breaks:
             raise VerificationFailed(f"delta 3 is present but upstream has no assert for it to replace: {_REGEN}")
-        stop = _upstream_empty_queue_break(up)
-        if stop is None:
-            raise VerificationFailed(
-                "upstream schedule() has neither `assert request_queue is not None` nor exactly one "
-                "`if not request_queue ...: break` in a loop: teach generator/deltas.py and verify.py this shape"
-            )
+        queue_note = _delta3_not_needed(up)
         _check_header_says_not_needed(generated)
-        queue_note = (
-            "; delta 3 not needed: upstream breaks on an empty queue itself "
-            f"(line {stop.node.lineno}: `if {ast.unparse(stop.node.test)}: break`)"  # type: ignore[attr-defined]
-        )
 
     # Text: drop delta 1/2 lines, mask delta 3 and upstream's assert, then compare line by line.
     gen_text = _text(generated, gen, drop=_span(d1.node) | _span(d2.node), mask=_span(d3.node) if d3 else set())

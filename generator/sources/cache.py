@@ -26,7 +26,15 @@ def _entry(tag: str) -> Path:
 
 
 def load(tag: str) -> bytes | None:
-    path = _entry(tag)
+    return load_at(_entry(tag))
+
+
+def store(tag: str, data: bytes) -> None:
+    store_at(_entry(tag), data)
+
+
+def load_at(path: Path) -> bytes | None:
+    """A verified entry at ``path`` (under ``cache_root()``), or None when absent or corrupted."""
     sidecar = path.with_suffix(".py.sha256")
     try:
         # Only regular files: a FIFO planted in the cache would block the read forever.
@@ -43,8 +51,7 @@ def load(tag: str) -> bytes | None:
     return data
 
 
-def store(tag: str, data: bytes) -> None:
-    path = _entry(tag)
+def store_at(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     # Data first, sidecar last: a crash in between leaves an entry that load() rejects.
     write_bytes_atomic(path, data)

@@ -12,6 +12,7 @@ from pathlib import Path
 import git
 
 from generator.errors import SourceUnavailable, UsageError
+from generator.refs import is_commit
 from generator.sources import cache
 from generator.sources.base import UPSTREAM_PATH, Progress, UpstreamFile, no_progress
 
@@ -44,18 +45,70 @@ def fetch(tag: str, location: str, progress: Progress = no_progress) -> Upstream
             f"tag {tag} not found in {location}: fetch the tag into that repository "
             "or check .github/vllm-release-tag.commit"
         ) from None
+    return UpstreamFile(tag=tag, data=_scheduler_at(commit, tag, location), origin="git")
+
+
+def fetch_ref(ref: str, location: str, progress: Progress = no_progress) -> UpstreamFile:
+    """Upstream at a branch tip or a commit (``matrix`` only), labelled ``branch@commit12`` or ``commit12``.
+
+    The label stands where a tag would in messages and in the in-memory module, so a failure names
+    the exact commit it was found at even when the branch has moved on since.
+    """
+    check_ref(ref, location)
+    commit_id = is_commit(ref)
+    if is_url(location):
+        repo = _cached_clone(location, None, progress)
+        wanted = ref if commit_id else f"refs/remotes/origin/{ref}"
+        _fetch_ref(repo, location, ref, commit_id, progress)
+    else:
+        repo = _local_repo(location)
+        wanted = (
+            ref
+            if commit_id
+            else next(
+                (name for name in (f"refs/heads/{ref}", f"refs/remotes/origin/{ref}") if _exists(repo, name)),
+                f"refs/heads/{ref}",
+            )
+        )
+    what = "commit" if commit_id else "branch"
+    try:
+        commit = repo.commit(wanted)
+    except (git.BadName, ValueError, git.GitCommandError):
+        raise SourceUnavailable(f"{what} {ref} not found in {location}: check the name, or fetch it there") from None
+    label = commit.hexsha[:12] if commit_id else f"{ref}@{commit.hexsha[:12]}"
+    return UpstreamFile(tag=label, data=_scheduler_at(commit, label, location), origin="git")
+
+
+def check_ref(ref: str, location: str) -> None:
+    """Refuse, before anything is fetched, what ``location`` could never answer for ``ref``."""
+    _check_location(location)
+    if is_url(location) and is_commit(ref) and len(ref) != 40:
+        raise UsageError(
+            f"commit {ref} is abbreviated: a remote repository is asked for commits by their full 40-digit sha"
+        )
+
+
+def _exists(repo: git.Repo, name: str) -> bool:
+    try:
+        repo.commit(name)
+    except (git.BadName, ValueError, git.GitCommandError):
+        return False
+    return True
+
+
+def _scheduler_at(commit: git.Commit, label: str, location: str) -> bytes:
     try:
         blob = commit.tree / UPSTREAM_PATH
-        data = blob.data_stream.read()
+        data: bytes = blob.data_stream.read()
     except KeyError:
         raise SourceUnavailable(
-            f"{UPSTREAM_PATH} does not exist at {tag} in {location}: is it a vLLM repository?"
+            f"{UPSTREAM_PATH} does not exist at {label} in {location}: is it a vLLM repository?"
         ) from None
     except git.GitCommandError as exc:
         raise SourceUnavailable(
-            f"cannot read {UPSTREAM_PATH} at {tag} ({exc.stderr.strip()}): check the network"
+            f"cannot read {UPSTREAM_PATH} at {label} ({exc.stderr.strip()}): check the network"
         ) from None
-    return UpstreamFile(tag=tag, data=data, origin="git")
+    return data
 
 
 def _local_repo(location: str) -> git.Repo:
@@ -123,20 +176,40 @@ def _new_clone(path: Path, url: str) -> git.Repo:
     return git.Repo(path)
 
 
-def _cached_clone(url: str, tag: str, progress: Progress) -> git.Repo:
-    """A bare blob-less clone under the cache; only ``tag`` is fetched, blobs on demand."""
+def _cached_clone(url: str, tag: str | None, progress: Progress) -> git.Repo:
+    """A bare blob-less clone under the cache; only ``tag`` is fetched (if any), blobs on demand."""
     path = cache.cache_root() / "git" / hashlib.sha256(url.encode()).hexdigest()[:16]
     try:
         repo = _usable_clone(path, url, progress) or _new_clone(path, url)
-        if f"refs/tags/{tag}" not in {ref.path for ref in repo.tags}:
+        if tag is not None and f"refs/tags/{tag}" not in {ref.path for ref in repo.tags}:
             progress(f"fetching tag {tag} from {url} (blob-less)")
             repo.git.fetch(
                 "origin", f"+refs/tags/{tag}:refs/tags/{tag}", "--filter=blob:none", "--depth=1", "--no-tags"
             )
     except git.GitCommandError as exc:
-        stderr = (exc.stderr or "").strip().splitlines()
-        reason = stderr[-1] if stderr else str(exc)
+        reason = _last_line(exc)
         if "couldn't find remote ref" in reason:
             raise SourceUnavailable(f"tag {tag} not found in {url}: check .github/vllm-release-tag.commit") from None
         raise SourceUnavailable(f"cannot fetch {tag} from {url} ({reason}): check the URL and the network") from None
     return repo
+
+
+def _fetch_ref(repo: git.Repo, url: str, ref: str, commit_id: bool, progress: Progress) -> None:
+    """Bring a branch's current tip (always: branches move) or a commit (once) into the cached clone."""
+    if commit_id and _exists(repo, ref):
+        return
+    progress(f"fetching {'commit' if commit_id else 'branch'} {ref} from {url} (blob-less)")
+    refspec = ref if commit_id else f"+refs/heads/{ref}:refs/remotes/origin/{ref}"
+    try:
+        repo.git.fetch("origin", refspec, "--filter=blob:none", "--depth=1", "--no-tags")
+    except git.GitCommandError as exc:
+        reason = _last_line(exc)
+        if "couldn't find remote ref" in reason or "not our ref" in reason:
+            what = "commit" if commit_id else "branch"
+            raise SourceUnavailable(f"{what} {ref} not found in {url}: check the name") from None
+        raise SourceUnavailable(f"cannot fetch {ref} from {url} ({reason}): check the URL and the network") from None
+
+
+def _last_line(exc: git.GitCommandError) -> str:
+    stderr = str(exc.stderr or "").strip().splitlines()
+    return stderr[-1] if stderr else str(exc)

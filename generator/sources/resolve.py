@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from enum import Enum
 
-from generator.errors import CacheMismatch, FileRefused, SourceUnavailable
+from generator.errors import CacheMismatch, FileRefused, SourceUnavailable, UsageError
 from generator.pin import version_of
 from generator.sources import cache, installed
 from generator.sources.base import UPSTREAM_PATH, Progress, UpstreamFile, no_progress
@@ -73,3 +74,28 @@ def fetch_upstream(
             "set BALANCE_PATCHGEN_CACHE to a writable folder"
         )
     return upstream
+
+
+def check_refs(refs: Sequence[str], kind: SourceKind, vllm_repo: str | None) -> None:
+    """Refuse refs the source cannot read, before any is fetched: only a git repository has branches."""
+    from generator.sources import git
+
+    for ref in refs:
+        git.check_ref(ref, _git_location(ref, kind, vllm_repo))
+
+
+def fetch_ref(ref: str, kind: SourceKind, vllm_repo: str | None, progress: Progress = no_progress) -> UpstreamFile:
+    """Upstream at a git branch or commit (``matrix`` only: the pin is always a release tag)."""
+    from generator.sources import git
+
+    return git.fetch_ref(ref, _git_location(ref, kind, vllm_repo), progress)
+
+
+def _git_location(ref: str, kind: SourceKind, vllm_repo: str | None) -> str:
+    repo = vllm_repo or os.environ.get("VLLM_REPO") or None
+    if kind not in (SourceKind.GIT, SourceKind.AUTO) or not repo:
+        raise UsageError(
+            f"{ref} is a git branch or commit, which only a git source has: pass --vllm-repo PATH_OR_URL "
+            "(or set VLLM_REPO), or a release tag"
+        )
+    return repo

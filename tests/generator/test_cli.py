@@ -6,25 +6,16 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
+from balance_dev.cli_run import one_error_line as _one_error_line
+from balance_dev.cli_run import run
 from balance_dev.project_files import REPO_ROOT, snapshot
+from balance_dev.upstream_edits import without_cap_check
 from balance_dev.upstream_repo import build_vllm_repo
-from generator.cli import main
 from generator.pin import PIN_FILE
 from generator.sources.base import UpstreamFile
 
 OUTPUT = Path("generated/balance_scheduler.py")
-
-
-def run(root: Path, *args: str) -> Result:
-    return CliRunner().invoke(main, ["--root", str(root), *args], catch_exceptions=False)
-
-
-def _one_error_line(result: Result) -> str:
-    lines = [line for line in result.stderr.splitlines() if line.startswith("balance-patchgen: error:")]
-    assert len(lines) == 1, result.stderr
-    return lines[0]
 
 
 @pytest.fixture
@@ -166,9 +157,7 @@ def test_bump_to_a_tag_where_a_delta_fails_writes_nothing(
     project: Path, tmp_path: Path, upstream_pinned: UpstreamFile
 ) -> None:
     # A later "release" whose WAITING loop lost the running-cap break: delta 2 has no anchor.
-    cap_break = re.compile(rb"\n +if (len\(self\.running\)|num_running) (==|>=) self\.max_num_\w+:\n +break\n")
-    assert len(cap_break.findall(upstream_pinned.data)) == 1
-    later = cap_break.sub(b"\n", upstream_pinned.data, count=1)
+    later = without_cap_check(upstream_pinned.data)
     repo_path = build_vllm_repo(tmp_path / "later", [(upstream_pinned.tag, upstream_pinned.data), ("v99.0.0", later)])
     before = snapshot(project)
     result = run(project, "bump", "v99.0.0", "--vllm-repo", str(repo_path))

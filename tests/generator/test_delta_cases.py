@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from generator import pipeline, verify
-from generator.errors import DeltaDoesNotApply
+from generator.errors import DeltaDoesNotApply, VerificationFailed
 from generator.sources.base import UpstreamFile
 
 DATA = Path(__file__).parent / "data" / "deltas"
@@ -27,7 +27,7 @@ def _generate(source: bytes) -> str:
 
 
 def test_every_family_has_a_case() -> None:
-    assert CASES == ["v0_24_family", "v0_25_family", "v0_31_family"]
+    assert CASES == ["v0_13_family", "v0_24_family", "v0_25_family", "v0_31_family"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -39,13 +39,56 @@ def test_case_generates_exactly_the_expected_module(case: str) -> None:
     verify.verify(expected, source.decode())
 
 
-def test_not_needed_delta3_is_said_in_the_header_and_by_verify() -> None:
-    source = (DATA / "v0_31_family.in.py").read_text(encoding="utf-8")
-    expected = (DATA / "v0_31_family.out.py").read_text(encoding="utf-8")
+@pytest.mark.parametrize(
+    ("case", "why"),
+    [
+        ("v0_31_family", "delta 3 not needed: upstream breaks on an empty queue itself (line 15:"),
+        (
+            "v0_13_family",
+            "delta 3 not needed: the WAITING loop has no request_queue (line 19: "
+            "`request = self.waiting.peek_request()` under `while self.waiting and token_budget > 0`)",
+        ),
+    ],
+)
+def test_not_needed_delta3_is_said_in_the_header_and_by_verify(case: str, why: str) -> None:
+    source = (DATA / f"{case}.in.py").read_text(encoding="utf-8")
+    expected = (DATA / f"{case}.out.py").read_text(encoding="utf-8")
     assert "#   delta 3: no waiting queue breaks instead of asserting -- NOT NEEDED at v9.9.9\n" in expected
     assert "balance delta 3" not in expected.split("class BalanceScheduler")[1]
-    summary = verify.verify(expected, source).summary
-    assert "delta 3 not needed: upstream breaks on an empty queue itself (line 15:" in summary
+    assert why in verify.verify(expected, source).summary
+    # A header that does not say so is refused by verify, whichever the reason.
+    lying = expected.replace(" -- NOT NEEDED at v9.9.9", "", 1)
+    with pytest.raises(VerificationFailed, match="header does not record"):
+        verify.verify(lying, source)
+
+
+PEEK = "                request = self.waiting.peek_request()\n"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "found"),
+    [
+        # a queue variable appears, but neither the assert nor an empty-queue break guards it
+        (PEEK, f"{16 * ' '}request_queue = self.waiting\n{PEEK.replace('self.waiting', 'request_queue')}", 0),
+        # the loop's test no longer stops on an empty waiting queue
+        ("while self.waiting and token_budget > 0:", "while token_budget > 0:", 0),
+        # the peek is not the WAITING loop's own (two of them: ambiguous)
+        (PEEK, PEEK + PEEK, 2),
+    ],
+    ids=["queue-name-unguarded", "loop-test-without-waiting", "two-peeks"],
+)
+def test_a_pre_018_loop_in_another_shape_fails_delta3_and_verify(old: str, new: str, found: int) -> None:
+    source = (DATA / "v0_13_family.in.py").read_text(encoding="utf-8")
+    assert old in source
+    changed = source.replace(old, new, 1)
+    what = "not found" if found == 0 else f"found {found} times"
+    with pytest.raises(DeltaDoesNotApply, match=rf"delta 3 .* {what}") as info:
+        _generate(changed.encode())
+    assert "|" in info.value.detail.splitlines()[0]
+    # The independent twin refuses the same upstream: the known-good module is not "verified" against it.
+    expected = (DATA / "v0_13_family.out.py").read_text(encoding="utf-8")
+    with pytest.raises(VerificationFailed, match=r"request = self\.waiting\.peek_request.*teach generator/deltas\.py"):
+        verify.verify(expected, changed)
 
 
 @pytest.mark.parametrize(

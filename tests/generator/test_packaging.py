@@ -74,8 +74,10 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_wheel_ships_the_template_and_no_development_code(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
-    assert TEMPLATE in names
-    assert not [n for n in names if n.startswith(("balance_dev/", "tests/", "benchmarks/"))]
+        # The repository's top-level templates/ folder, shipped inside the generator package.
+        assert archive.read(TEMPLATE) == (REPO_ROOT / "templates/balance_scheduler.py.j2").read_bytes()
+        assert archive.read("generator/plan.schema.json") == (REPO_ROOT / "generator/plan.schema.json").read_bytes()
+    assert not [n for n in names if n.startswith(("balance_dev/", "tests/", "benchmarks/", "templates/"))]
 
 
 def test_check_runs_from_the_wheel_installed_in_a_fresh_venv(

@@ -19,6 +19,7 @@ import git
 import pytest
 from click.testing import CliRunner, Result
 
+from balance_dev.package_index import wheel_bytes
 from balance_dev.upstream_repo import build_vllm_repo
 from generator import cli, pipeline
 from generator.errors import SourceUnavailable
@@ -103,73 +104,14 @@ def test_release_reads_one_member_and_matches_installed(pinned_tag: str, upstrea
     assert downloaded < 2 * 1024 * 1024  # the wheel is ~270 MB; range reads fetch ~1 MB
 
 
-def _wheel(version: str, member: bytes, record_of: bytes) -> bytes:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(record_of).digest()).rstrip(b"=").decode()
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr(UPSTREAM_PATH, member)
-        archive.writestr(f"vllm-{version}.dist-info/RECORD", f"{UPSTREAM_PATH},sha256={digest},\n")
-    return buffer.getvalue()
-
-
-@pytest.fixture
-def local_index(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, bytes]]:
-    """A PEP 691 index on loopback with range support, configured the way pip is (PIP_INDEX_URL)."""
-    files: dict[str, bytes] = {}
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            return None
-
-        def do_GET(self) -> None:
-            if self.path == "/simple/vllm/":
-                import json
-
-                body = json.dumps(
-                    {
-                        "files": [
-                            {"filename": n, "url": f"/files/{n}", "hashes": {}, "size": len(d)}
-                            for n, d in files.items()
-                        ]
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
-            elif self.path.startswith("/files/") and self.path[7:] in files:
-                data = files[self.path[7:]]
-                spec = self.headers["Range"].split("=")[1]
-                start_s, end_s = spec.split("-")
-                start = len(data) - int(end_s) if not start_s else int(start_s)
-                end = len(data) - 1 if not start_s or not end_s else int(end_s)
-                body = data[start : end + 1]
-                self.send_response(206)
-                self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
-            else:
-                body = b""
-                self.send_response(404)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{server.server_address[1]}/simple")
-    try:
-        yield files
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def test_release_verifies_the_member_against_the_wheel_record(
     local_index: dict[str, bytes], upstream_pinned: UpstreamFile, pinned_tag: str
 ) -> None:
     version = version_of(pinned_tag)
     name = f"vllm-{version}-cp38-abi3-manylinux_2_28_x86_64.whl"
-    local_index[name] = _wheel(version, upstream_pinned.data, upstream_pinned.data)
+    local_index[name] = wheel_bytes(version, upstream_pinned.data, upstream_pinned.data)
     assert release.fetch(pinned_tag)[0].data == upstream_pinned.data
-    local_index[name] = _wheel(version, upstream_pinned.data + b"# tampered\n", upstream_pinned.data)
+    local_index[name] = wheel_bytes(version, upstream_pinned.data + b"# tampered\n", upstream_pinned.data)
     with pytest.raises(SourceUnavailable, match="does not match the wheel's RECORD hash"):
         release.fetch(pinned_tag)
 
@@ -264,7 +206,7 @@ def test_release_a_corrupt_deflate_stream_is_source_unavailable(
 ) -> None:
     version = version_of(pinned_tag)
     name = f"vllm-{version}-cp38-abi3-manylinux_2_28_x86_64.whl"
-    local_index[name] = _corrupt_deflate(_wheel(version, upstream_pinned.data, upstream_pinned.data))
+    local_index[name] = _corrupt_deflate(wheel_bytes(version, upstream_pinned.data, upstream_pinned.data))
     with pytest.raises(SourceUnavailable, match=r"is not a readable wheel \(error: "):
         release.fetch(pinned_tag)
 
@@ -279,7 +221,7 @@ def trickling_index(
     """
     version = version_of(pinned_tag)
     name = f"vllm-{version}-cp38-abi3-manylinux_2_28_x86_64.whl"
-    wheel = _wheel(version, upstream_pinned.data, upstream_pinned.data)
+    wheel = wheel_bytes(version, upstream_pinned.data, upstream_pinned.data)
     stop = threading.Event()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -355,7 +297,7 @@ def test_a_download_is_kept_when_the_cache_cannot_be_written(
     pinned_tag: str,
 ) -> None:
     version = version_of(pinned_tag)
-    local_index[f"vllm-{version}-cp38-abi3-manylinux_2_28_x86_64.whl"] = _wheel(
+    local_index[f"vllm-{version}-cp38-abi3-manylinux_2_28_x86_64.whl"] = wheel_bytes(
         version, upstream_pinned.data, upstream_pinned.data
     )
     blocker = tmp_path / "cache-is-a-file"
@@ -487,12 +429,12 @@ def test_release_a_whole_file_is_checked_against_the_index_hash(
 ) -> None:
     version = version_of(pinned_tag)
     name = f"vllm-{version}-cp38-abi3-manylinux_2_28_x86_64.whl"
-    wheel = _wheel(version, upstream_pinned.data, upstream_pinned.data)
+    wheel = wheel_bytes(version, upstream_pinned.data, upstream_pinned.data)
     whole_file_index[name] = (wheel, hashlib.sha256(wheel).hexdigest())
     assert release.fetch(pinned_tag)[0].data == upstream_pinned.data
     # RECORD and CRC agree with the altered member; only the index's hash of the whole file does not.
     altered = upstream_pinned.data.replace(b"token_budget > 0", b"token_budget >= 0", 1)
-    whole_file_index[name] = (_wheel(version, altered, altered), hashlib.sha256(wheel).hexdigest())
+    whole_file_index[name] = (wheel_bytes(version, altered, altered), hashlib.sha256(wheel).hexdigest())
     with pytest.raises(SourceUnavailable, match="does not match the sha256 the package index publishes"):
         release.fetch(pinned_tag)
     whole_file_index[name] = (wheel, None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from generator import pipeline
@@ -112,3 +114,20 @@ def test_real_release_of_each_later_family_generates_and_verifies(tag: str) -> N
         lying = text.replace(" -- NOT NEEDED at " + tag, "", 1)
         with pytest.raises(VerificationFailed, match="header does not record"):
             verify(lying, upstream.text)
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("tag", ["v0.13.0", "v0.17.1"])
+def test_real_release_before_018_generates_and_verifies_with_delta3_not_needed(tag: str) -> None:
+    upstream, _ = release.fetch(tag)
+    method = upstream.text.split("    def schedule(", 1)[1].split("\n    def ", 1)[0]
+    assert re.search(r"\brequest_queue\b", method) is None  # the shape this test is about
+    text = pipeline.generate(upstream)
+    compile(text, "<generated>", "exec")
+    verified = verify(text, upstream.text)
+    assert "delta 3 not needed: the WAITING loop has no request_queue" in verified.summary
+    assert f"#   delta 3: no waiting queue breaks instead of asserting -- NOT NEEDED at {tag}\n" in text
+    assert "balance delta 3" not in text.split("class BalanceScheduler")[1]
+    assert "            return super().schedule()  # balance delta 1" in text
+    assert "if self.balance_leader_running == self.max_num_running_reqs:  # balance delta 2" in text
+    assert verified.count == "len(self.running)"

@@ -177,3 +177,42 @@ def test_every_attribute_the_copied_body_reads_exists_on_a_real_scheduler(patch_
     assert {"running", "waiting", "balance_leader_running", "_balance_enabled"} <= read
     instance = make_scheduler(patch_mod.BalanceScheduler, make_vllm_config(additional_config=balance_config(True)))
     assert sorted(a for a in read if not hasattr(instance, a)) == []
+
+
+@pytest.mark.parametrize("method", ["__init__", "scale_up_elastic_ep"])
+def test_ray_manager_reads_the_dp_moe_actor_by_name_when_it_runs(patch_mod: Any, method: str) -> None:
+    # The swap works only because upstream imports the class inside the method, at call time.
+    import vllm.v1.engine.utils as utils_mod
+
+    original = getattr(utils_mod, f"_balance_original_{'actor_manager_init' if method == '__init__' else method}")
+    tree = ast.parse(textwrap.dedent(inspect.getsource(original)))
+    imports = [
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "vllm.v1.engine.core"
+        for alias in node.names
+    ]
+    assert "DPMoEEngineCoreActor" in imports
+
+
+def test_ray_manager_builds_the_dp_moe_actor_under_the_condition_the_wrapper_mirrors(patch_mod: Any) -> None:
+    import vllm.v1.engine.utils as utils_mod
+
+    source = " ".join(inspect.getsource(utils_mod._balance_original_actor_manager_init).split())
+    assert "DPMoEEngineCoreActor if dp_size > 1 and vllm_config.model_config.is_moe else EngineCoreActor" in source
+
+
+def test_the_ray_actor_carries_the_gather_hook_over_upstreams_actor(patch_mod: Any) -> None:
+    actor = patch_mod.BalanceDPMoEEngineCoreActor
+    upstream_actor = engine_mod._balance_original_dp_moe_actor
+    assert issubclass(actor, upstream_actor) and issubclass(actor, patch_mod.BalanceDPEngineCoreProc)
+    # Upstream's actor methods first (Ray's handshake, run()), then the hook, then upstream's engine core.
+    mro = actor.__mro__
+    assert (
+        mro.index(upstream_actor)
+        < mro.index(patch_mod.BalanceDPEngineCoreProc)
+        < mro.index(engine_mod._balance_original_dp_engine_core_proc)
+    )
+    assert actor._has_global_unfinished_reqs is patch_mod.BalanceDPEngineCoreProc._has_global_unfinished_reqs
+    # After import, upstream's actor is what vLLM sees until a manager runs with balance on.
+    assert engine_mod.DPMoEEngineCoreActor is upstream_actor

@@ -1,0 +1,156 @@
+"""The running-cap check of a ``schedule()`` read with stdlib ``ast``, and what a difference in it means.
+
+``migrate`` reads it from a hand copy and from upstream to say, in words, what a stale copy's (or
+a hand-written gate's) question misses: a term of the count, another operator, another cap. The
+shapes accepted are the generator's own (``LeaderAtCapFreezes.COUNTS/OPERATORS/CAPS``): one list.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from generator.copy_forms import COUNT_TERMS
+from generator.deltas import LeaderAtCapFreezes
+from generator.verify import is_break_if
+
+_LOOPS = (ast.For, ast.While)
+# Operators as written, for the words (the generator's data says which ones a cap check may use).
+SYMBOLS: dict[type[ast.cmpop], str] = {
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+}
+
+
+@dataclass(frozen=True)
+class CapCheck:
+    count: str  # the count compared, resolved through ``name = ...`` right before the check
+    operator: str
+    cap: str  # the code compared with, e.g. ``self.max_num_running_reqs``
+    line: int
+
+    @property
+    def question(self) -> str:
+        return f"`{self.count} {self.operator} {self.cap}`"
+
+
+def _dump(node: ast.AST) -> str:
+    return ast.dump(node, include_attributes=False)
+
+
+def _blocks(func: ast.FunctionDef) -> Iterator[tuple[ast.AST, list[ast.stmt]]]:
+    for owner in ast.walk(func):
+        if isinstance(owner, _LOOPS):
+            yield owner, owner.body
+
+
+def find(func: ast.FunctionDef) -> CapCheck | None:
+    """Upstream's running-cap break in the WAITING loop, when exactly one statement has a known shape."""
+    counts = {_dump(ast.parse(c, mode="eval").body) for c in LeaderAtCapFreezes.COUNTS}
+    found = []
+    for _, block in _blocks(func):
+        for index, stmt in enumerate(block):
+            if not (is_break_if(stmt) and isinstance(test := stmt.test, ast.Compare) and len(test.ops) == 1):  # type: ignore[attr-defined]
+                continue
+            operator = LeaderAtCapFreezes.OPERATORS.get(type(test.ops[0]))
+            (limit,) = test.comparators
+            if not (
+                operator is not None
+                and isinstance(limit, ast.Attribute)
+                and isinstance(limit.value, ast.Name)
+                and limit.value.id == "self"
+                and limit.attr in LeaderAtCapFreezes.CAPS
+            ):
+                continue
+            count = _resolve(block, index, test.left)
+            if count is not None and _dump(count) in counts:
+                found.append(CapCheck(ast.unparse(count), operator, ast.unparse(limit), stmt.lineno))
+    return found[0] if len(found) == 1 else None
+
+
+def _resolve(block: list[ast.stmt], index: int, left: ast.expr) -> ast.expr | None:
+    if not isinstance(left, ast.Name):
+        return left
+    before = block[index - 1] if index > 0 else None
+    if (
+        isinstance(before, ast.Assign)
+        and len(before.targets) == 1
+        and isinstance(before.targets[0], ast.Name)
+        and before.targets[0].id == left.id
+    ):
+        return before.value
+    return None
+
+
+def terms(count: str) -> list[str]:
+    """The summands of a count, as code: ``a + b`` -> ``[a, b]``."""
+    out: list[str] = []
+
+    def walk(node: ast.expr) -> None:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            walk(node.left)
+            walk(node.right)
+        else:
+            out.append(ast.unparse(node))
+
+    walk(ast.parse(count, mode="eval").body)
+    return out
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One way a question differs from upstream's cap check."""
+
+    kind: str  # "lacks" (a term of upstream's count), "adds" (a term upstream does not count), "operator", "cap"
+    theirs: str
+    ours: str
+
+    @property
+    def words(self) -> str:
+        term = self.theirs if self.kind == "lacks" else self.ours
+        return COUNT_TERMS.get(term, f"`{term}`")
+
+    def sentence(self, upstream: str, copy: str, effects: dict[str, str]) -> str:
+        """In words; ``effects`` adds what it means, by kind (``{what}``: the term's words)."""
+        if self.kind == "lacks":
+            text = f"{upstream} counts {self._term(self.theirs)}, {copy} does not"
+        elif self.kind == "adds":
+            text = f"{copy} counts {self._term(self.ours)}, {upstream} does not"
+        elif self.kind == "operator":
+            text = f"{upstream} stops at `{self.theirs}` the cap, {copy} at `{self.ours}`"
+        else:
+            text = f"{upstream} compares with `{self.theirs}`, {copy} with `{self.ours}`"
+        effect = effects.get(self.kind if self.kind != "operator" else f"{self.theirs} {self.ours}")
+        return f"{text}: {effect.format(what=self.words)}" if effect else text
+
+    @property
+    def short(self) -> str:
+        if self.kind == "lacks":
+            return f"misses {self.words}"
+        if self.kind == "adds":
+            return f"also counts {self.words}"
+        return f"`{self.ours}` where upstream has `{self.theirs}`"
+
+    @staticmethod
+    def _term(term: str) -> str:
+        words = COUNT_TERMS.get(term)
+        return f"{words} (`{term}`)" if words else f"`{term}`"
+
+
+def differences(theirs: CapCheck, count: str | None, operator: str, cap: str) -> list[Difference]:
+    """Every way ``count operator cap`` asks another question than ``theirs`` (``count`` None: not compared)."""
+    out = []
+    if count is not None:
+        a, b = terms(theirs.count), terms(count)
+        out += [Difference("lacks", t, "") for t in a if t not in b]
+        out += [Difference("adds", "", t) for t in b if t not in a]
+    if operator != theirs.operator:
+        out.append(Difference("operator", theirs.operator, operator))
+    if _dump(ast.parse(cap, mode="eval").body) != _dump(ast.parse(theirs.cap, mode="eval").body):
+        out.append(Difference("cap", theirs.cap, cap))
+    return out

@@ -1,0 +1,1 @@
+"""The jinja2 templates generator/render.py fills. Shipped as package data of ``generator.templates``."""
