@@ -67,10 +67,18 @@ dp-sim: $(VENV)/.vllm-$(VLLM_VERSION)
 bench: $(VENV)/.vllm-$(VLLM_VERSION)
 	$(BIN)/python -m benchmarks.run
 
+# Not in `make bench`: needs root, network namespaces and /dev/net/tun. The per-step gather across a set
+# network delay: N gloo ranks (torch only), each in a private network namespace behind a userspace delay
+# relay (docs/benchmarks.md); the namespaces and processes go with the run, also on failure or Ctrl-C.
+# ~5 min on 2 cores: benchmarks/results/net_collective.md.
+.PHONY: bench-net
+bench-net: $(VENV)/.vllm-$(VLLM_VERSION)
+	$(BIN)/python -m benchmarks.net_collective
+
 clean-venv:
 	rm -rf $(VENV)
 
-# DP serving simulator on real schedulers: benchmarks/results/value_sim.md + PNG plots (~15 min, 2 cores).
+# DP serving simulator on real schedulers: benchmarks/results/value_sim.md + PNG plots (~3 min, 2 cores).
 value-sim: $(VENV)/.vllm-$(VLLM_VERSION)
 	$(BIN)/python -m balance_dev.value_sim sweep --out benchmarks/results
 

@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import time
 
-from benchmarks import gather_bench, generator_bench, schedule_bench
+from benchmarks import gather_bench, generator_bench, net_report, schedule_bench
 from benchmarks.common import REPO
+
+NET_RESULTS = REPO / "benchmarks" / "results" / "net_collective.json"
+
+
+def net_section() -> str:
+    """A pointer to ``make bench-net``'s report (it needs root, so ``make bench`` does not run it)."""
+    lines = [
+        "### The per-step gather across a network delay",
+        "",
+        "Measured by `make bench-net` (root and network namespaces; not part of `make bench`): "
+        "[net_collective.md](net_collective.md), method in docs/benchmarks.md.",
+    ]
+    if NET_RESULTS.exists():
+        data = json.loads(NET_RESULTS.read_text())
+        figures = "; ".join(net_report.headline(data))
+        lines += ["", f"`group_max` (what `balance_gather()` runs), 50 us links: {figures}."]
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -18,6 +36,7 @@ def main() -> None:
         section = module.run()
         print(section, flush=True)
         sections.append(section)
+    sections.append(net_section())
     header = (
         "# balance-patchgen benchmarks\n\n"
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -11,6 +12,7 @@ from dataclasses import fields
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # --json: stdout carries one object
 
+from balance_dev.value_sim.collective import DEFAULT_LINK_US, GATHERS
 from balance_dev.value_sim.model import ARRIVALS, BALANCE_MODES, ROUTINGS, CostModel, Lengths, SimConfig
 
 
@@ -25,6 +27,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--routing", choices=ROUTINGS, default="score")
     p.add_argument("--staleness-ms", type=float, default=100.0, help="coordinator publication interval")
     p.add_argument("--balance", choices=BALANCE_MODES, default="off")
+    p.add_argument("--gather", choices=GATHERS, default="group_max", help="balance's per-step gather (its cost)")
+    p.add_argument("--link-us", type=float, default=DEFAULT_LINK_US, help="one-way latency between DP ranks, us")
     p.add_argument("--seconds", type=float, default=60.0, help="simulated horizon")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--cap", type=int, default=16, help="max_num_seqs per rank")
@@ -56,16 +60,20 @@ def main(argv: list[str] | None = None) -> int:
     base = {f.name: getattr(args, f.name) for f in fields(SimConfig) if hasattr(args, f.name)}
     cfg = SimConfig(**{**base, "cost": cost, "lengths": lengths, "capacity_req_s": None})
     start = time.monotonic()
-    capacity = args.capacity_req_s
-    if capacity is None and args.arrivals in ("poisson", "bursty"):
-        capacity = measure_capacity(cfg)["capacity_req_s"]
-    result = simulate(SimConfig(**{**base, "cost": cost, "lengths": lengths, "capacity_req_s": capacity}))
+    # vLLM logs to stdout, and its import-time errors (e.g. no Triton on CPU) ignore the level set
+    # above: with --json, stdout carries the result object alone.
+    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+        capacity = args.capacity_req_s
+        if capacity is None and args.arrivals in ("poisson", "bursty"):
+            capacity = measure_capacity(cfg)["capacity_req_s"]
+        result = simulate(SimConfig(**{**base, "cost": cost, "lengths": lengths, "capacity_req_s": capacity}))
     result["wall_s"] = time.monotonic() - start
     if args.json:
         print(json.dumps(result, sort_keys=True))
     else:
         keys = ["throughput_tok_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_ms", "tpot_p99_ms", "e2e_p99_s"]
         keys += ["frozen_fraction", "prefill_step_fraction", "cap_hit_fraction", "spread_mean", "queues_stable"]
+        keys += ["gather_ms_per_step"]
         print(f"dp={args.dp} arrivals={args.arrivals} load={args.load} routing={args.routing} balance={args.balance}")
         for k in (*keys, "steps", "finished", "wall_s"):
             v = result[k]

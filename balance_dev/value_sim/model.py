@@ -22,7 +22,9 @@ it can run on a stub, so the simulator follows the release it runs on):
   latest publications.
 - the freeze and the cap: upstream's own running-cap check, read from the installed ``schedule()``
   (``balance_dev.upstream_cap``).
-- one lockstep step lasts the slowest rank's forward plus the shared expert work (``CostModel``).
+- one lockstep step lasts the slowest rank's forward plus the shared expert work (``CostModel``), plus,
+  with balance on, the gather's own time for the group's size (``collective``: its network rounds x
+  ``link_us`` plus its CPU share, as ``make bench-net`` measured them).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from balance_dev.upstream_cap import upstream_cap
+from balance_dev.value_sim.collective import DEFAULT_LINK_US, gather_step_ms
 
 BALANCE_MODES = ("off", "on", "throttle", "on+throttle")
 ARRIVALS = ("closed", "poisson", "bursty", "trace")
@@ -275,8 +278,9 @@ class Coordinator:
 def deliver_gather(ranks: Sequence[Any]) -> None:
     """Hand every rank what the per-step gather would deliver: the leader's end-of-step count.
 
-    ``balance_gather()`` all-gathers ``balance_running_count()`` (upstream's running-cap count) and keeps
-    the max as ``balance_leader_running``, which the gate compares with the cap in the next ``schedule()``.
+    ``balance_gather()`` takes the maximum of ``balance_running_count()`` (upstream's running-cap count)
+    over the group (``group_max``) as ``balance_leader_running``, which the gate compares with the cap
+    in the next ``schedule()``.
     """
     leader = max(r.balance_running_count() for r in ranks)
     for s in ranks:
@@ -319,6 +323,8 @@ class SimConfig:
     routing: str = "score"
     staleness_ms: float = 100.0  # vLLM's default min_stats_update_interval_ms
     balance: str = "off"
+    gather: str = "group_max"  # how the balance modes find the leader's count (collective.GATHERS)
+    link_us: float = DEFAULT_LINK_US  # one-way network latency between DP ranks, paid per round of the gather
     seconds: float = 60.0
     seed: int = 1
     cap: int = 16  # max_num_seqs per rank
@@ -339,6 +345,7 @@ class SimConfig:
             raise ValueError(f"arrivals must be one of {ARRIVALS}")
         if self.arrivals == "trace" and not self.trace:
             raise ValueError("arrivals=trace needs a trace file")
+        gather_step_ms(self.gather, self.dp, self.link_us)  # refuses an unknown gather or a negative link
 
 
 @dataclass
@@ -396,6 +403,8 @@ class Simulation:
         self.ranks = build_ranks(cfg)
         self.balance = cfg.balance in ("on", "on+throttle")
         self.throttle = cfg.balance in ("throttle", "on+throttle")
+        # Every step of a balance mode runs the gather; nothing else adds to the step.
+        self.gather_s = gather_step_ms(cfg.gather, cfg.dp, cfg.link_us) / 1000.0 if self.balance else 0.0
         self._should_throttle = DPEngineCoreProc._should_throttle_prefills
         # vLLM's engine core without a model executor, holding the state its sync and throttle read.
         self.engine = vo.bare_dp_engine(DPEngineCoreProc, single_rank_group(), self.ranks[0])
@@ -525,7 +534,7 @@ class Simulation:
             for rid, sampled in zip(model_output.req_ids, model_output.sampled_token_ids, strict=True):
                 if sampled:
                     emitted.append(self.reqs[rid])
-        end = self.t + self.cfg.cost.step_s(loads)
+        end = self.t + self.cfg.cost.step_s(loads) + self.gather_s
         for req in emitted:
             req.emitted += 1
             req.last = end
@@ -610,6 +619,7 @@ class Simulation:
             "queues_stable": q4 <= 1.5 * q2 + cfg.dp,
             "steps": len(self.steps),
             "step_ms_mean": 1000 * span / len(steps) if steps else 0.0,
+            "gather_ms_per_step": 1000 * self.gather_s,
             "waves": self.waves,
             "arrived": len(self.reqs),
             "finished": len(finished),

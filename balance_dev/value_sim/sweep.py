@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import json
 import multiprocessing as mp
 import os
@@ -22,11 +23,21 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from balance_dev.value_sim.collective import MODELS
 from balance_dev.value_sim.model import CostModel, Lengths, SimConfig
 
 DPS = (2, 8, 32)
 LOADS = (0.5, 0.8, 1.0, 1.2)
 HEADLINE_MODES = ("off", "on", "throttle")
+# Balance on with the gather it ran before group_max, over the same links: what the new gather saves.
+OLD_GATHER = "all_gather"
+OLD_LABEL = f"on, {OLD_GATHER}"
+# Where the gain is (beyond capacity), how much of it each gather keeps as the links get slower.
+# DP 128 runs here only (balance off and on at this load): its gather costs are the models' extrapolation.
+LINK_DPS = (8, 32, 128)
+LINK_LOAD = 1.2
+LINK_US = (0.0, 50.0, 200.0, 1000.0)
+LINK_GATHERS = ("group_max", OLD_GATHER)
 SIDE_DP = 8
 SIDE_LOADS = (0.8, 1.0, 1.2)
 ROUTING_LOADS = (1.0, 1.2)  # below the cap routing cannot matter to balance: on == off there
@@ -65,7 +76,8 @@ def _run_all(pool: ProcessPoolExecutor, cfgs: Sequence[SimConfig], log: Callable
         c = cfgs[i]
         log(
             f"  [{done}/{len(cfgs)}] dp={c.dp} {c.arrivals} load={c.load} {c.routing} "
-            f"stale={c.staleness_ms:g}ms {c.balance}: {results[i]['throughput_tok_s']:.0f} tok/s, "
+            f"stale={c.staleness_ms:g}ms {c.balance} {c.gather}@{c.link_us:g}us: "
+            f"{results[i]['throughput_tok_s']:.0f} tok/s, "
             f"ttft p99 {results[i]['ttft_p99_s']:.2f}s ({results[i]['wall_s']:.1f}s wall)"
         )
     return results
@@ -77,7 +89,8 @@ def capacity_probes(base: SimConfig) -> list[SimConfig]:
     ``capacity_req_s=0`` marks a probe: the worker runs ``measure_capacity`` on it.
     """
     probe = replace(base, arrivals="closed", load=2.0, balance="off", capacity_req_s=0.0)
-    return [replace(probe, dp=dp) for dp in DPS] + [replace(probe, dp=SIDE_DP, cost=c) for c in COST_VARIANTS.values()]
+    sizes = [replace(probe, dp=dp) for dp in sorted({*DPS, *LINK_DPS})]
+    return sizes + [replace(probe, dp=SIDE_DP, cost=c) for c in COST_VARIANTS.values()]
 
 
 def plan(base: SimConfig, capacity: dict[tuple[int, CostModel], float]) -> list[SimConfig]:
@@ -87,6 +100,27 @@ def plan(base: SimConfig, capacity: dict[tuple[int, CostModel], float]) -> list[
         for load in LOADS:
             for mode in HEADLINE_MODES:
                 cfgs.append(replace(base, dp=dp, load=load, balance=mode, capacity_req_s=capacity[dp, base.cost]))
+            cfgs.append(
+                replace(base, dp=dp, load=load, balance="on", gather=OLD_GATHER, capacity_req_s=capacity[dp, base.cost])
+            )
+    for dp in LINK_DPS:
+        in_headline = {(base.gather, base.link_us), (OLD_GATHER, base.link_us)} if dp in DPS else set()
+        if dp not in DPS:
+            cfgs.append(replace(base, dp=dp, load=LINK_LOAD, balance="off", capacity_req_s=capacity[dp, base.cost]))
+        for gather in LINK_GATHERS:
+            for link in LINK_US:
+                if (gather, link) not in in_headline:
+                    cfgs.append(
+                        replace(
+                            base,
+                            dp=dp,
+                            load=LINK_LOAD,
+                            balance="on",
+                            gather=gather,
+                            link_us=link,
+                            capacity_req_s=capacity[dp, base.cost],
+                        )
+                    )
     side = replace(base, dp=SIDE_DP, capacity_req_s=capacity[SIDE_DP, base.cost])
     for load in ROUTING_LOADS:
         cfgs.append(replace(side, load=load, balance="on+throttle"))
@@ -191,7 +225,9 @@ def render(data: dict[str, Any], out: Path) -> str:
     results: list[Result] = data["results"]
     base = data["base"]
     # Unless a table asks otherwise: the sweep's own seed and cost model.
-    find = functools.partial(_find, results, seed=base["seed"], cost=base["cost"])
+    find = functools.partial(
+        _find, results, seed=base["seed"], cost=base["cost"], gather=base["gather"], link_us=base["link_us"]
+    )
     walls = [r["wall_s"] for r in results]
     lines = [
         "# Value simulator: when does balance scheduling pay?",
@@ -217,6 +253,17 @@ def render(data: dict[str, Any], out: Path) -> str:
         "",
         "Step cost (ms): " + ", ".join(f"`{k}` {v:g}" for k, v in base["cost"].items()) + ".",
         "",
+        f"With balance on every step also pays the gather (`balance_dev/value_sim/collective.py`, measured by "
+        f"`make bench-net`): `{base['gather']}` over links of {base['link_us']:g} us unless a row says otherwise "
+        f"(*{OLD_LABEL}*: the gather balance ran before `group_max`). Per step at {base['link_us']:g} us: "
+        + ", ".join(
+            f"DP {dp} {MODELS[base['gather']].step_ms(dp, base['link_us']):.2f} ms "
+            f"({OLD_GATHER} {MODELS[OLD_GATHER].step_ms(dp, base['link_us']):.2f} ms)"
+            for dp in sorted({*DPS, *LINK_DPS})
+        )
+        + f" (DP {max(LINK_DPS)}: extrapolated from N = 2..64)"
+        + ".",
+        "",
         "Load: open arrivals at `load` x the capacity below; closed loop with `load` x DP x `max_num_seqs` clients.",
         "TTFT counts requests still without a first token at the horizon as censored (horizon - arrival): where",
         "queues are not stable, the TTFT columns are lower bounds. *frozen*: steps whose gate was closed;",
@@ -239,13 +286,14 @@ def render(data: dict[str, Any], out: Path) -> str:
     for dp in DPS:
         for load in LOADS:
             ref = find(dp=dp, load=load, balance="off")
-            for mode in HEADLINE_MODES:
-                r = find(dp=dp, load=load, balance=mode)
+            for label, where in _headline_variants():
+                r = find(dp=dp, load=load, **where)
                 if r:
-                    rows.append(([str(dp), f"{load:g}", mode], r, ref))
+                    rows.append(([str(dp), f"{load:g}", label], r, ref))
     lines += _table("DP x load x balance", ["DP", "load", "balance"], rows)
     lines += ["![throughput and TTFT p99 against load](value_sim_load.png)", ""]
     lines += ["![frozen fraction against load](value_sim_frozen.png)", ""]
+    lines += _links(find)
     lines += [f"## DP {SIDE_DP}: routing, arrivals, staleness, on+throttle", ""]
     rows = []
     for load in ROUTING_LOADS:
@@ -278,6 +326,68 @@ def render(data: dict[str, Any], out: Path) -> str:
     (out / "value_sim.md").write_text(text)
     _plots(find, out)
     return text
+
+
+def _headline_variants() -> list[tuple[str, dict[str, Any]]]:
+    variants: list[tuple[str, dict[str, Any]]] = [(mode, {"balance": mode}) for mode in HEADLINE_MODES]
+    variants.insert(2, (OLD_LABEL, {"balance": "on", "gather": OLD_GATHER}))
+    return variants
+
+
+def _link_points(find: Callable[..., Result | None], dp: int, gather: str) -> list[tuple[float, Result]]:
+    found = [(link, find(dp=dp, load=LINK_LOAD, balance="on", gather=gather, link_us=link)) for link in LINK_US]
+    return [(link, r) for link, r in found if r is not None]
+
+
+def break_even_us(points: Sequence[tuple[float, float]]) -> float | None:
+    """The link latency at which the throughput gain (link, gain %) first reaches 0, linearly interpolated.
+
+    None when the gain stays above 0 at every measured latency; 0.0 when there is no gain even at the first.
+    """
+    if points[0][1] <= 0:
+        return 0.0
+    for (x0, y0), (x1, y1) in itertools.pairwise(points):
+        if y1 <= 0:
+            return x0 + (x1 - x0) * y0 / (y0 - y1)
+    return None
+
+
+def _links(find: Callable[..., Result | None]) -> list[str]:
+    lines = [
+        f"## The gather's cost: link latency (Poisson, load {LINK_LOAD:g}, score routing)",
+        "",
+        "Balance on, per step the gather's network rounds x the link's one-way latency plus its CPU share.",
+        "",
+    ]
+    rows = []
+    summary = []
+    for dp in LINK_DPS:
+        ref = find(dp=dp, load=LINK_LOAD, balance="off")
+        for gather in LINK_GATHERS:
+            gains = []
+            for link, r in _link_points(find, dp, gather):
+                rows.append(([str(dp), gather, f"{link:g}", f"{r['gather_ms_per_step']:.2f}"], r, ref))
+                if ref:
+                    gains.append((link, 100 * (r["throughput_tok_s"] / ref["throughput_tok_s"] - 1)))
+            if gains:
+                even = break_even_us(gains)
+                last = f"{gains[-1][0]:g}"
+                survives = f"beyond {last} us" if even is None else f"up to about {even:.0f} us"
+                summary.append(
+                    [str(dp), gather, *(f"{g:+.1f}%" for _, g in gains), survives],
+                )
+    lines += _table("Balance on, by gather and link latency", ["DP", "gather", "link us", "gather ms/step"], rows)
+    lines += [
+        "### Where the throughput gain over balance off survives",
+        "",
+        "| DP | gather | " + " | ".join(f"Δ tok/s at {link:g} us" for link in LINK_US) + " | gain survives |",
+        "|---" * (len(LINK_US) + 3) + "|",
+        *("| " + " | ".join(row) + " |" for row in summary),
+        "",
+        "![throughput gain against link latency](value_sim_link.png)",
+        "",
+    ]
+    return lines
 
 
 def _sensitivity(find: Callable[..., Result | None], base: dict[str, Any]) -> list[str]:
@@ -316,10 +426,12 @@ def _plots(find: Callable[..., Result | None], out: Path) -> None:
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     styles = {"off": ("tab:gray", "o"), "on": ("tab:blue", "s"), "throttle": ("tab:orange", "^")}
+    styles[OLD_LABEL] = ("tab:purple", "x")
+    variants = dict(_headline_variants())
     fig, axes = plt.subplots(2, len(DPS), figsize=(4.2 * len(DPS), 7), squeeze=False)
     for col, dp in enumerate(DPS):
         for mode, (color, marker) in styles.items():
-            pts = [(ld, find(dp=dp, load=ld, balance=mode)) for ld in LOADS]
+            pts = [(ld, find(dp=dp, load=ld, **variants[mode])) for ld in LOADS]
             xs = [ld for ld, r in pts if r]
             rs = [r for _, r in pts if r]
             axes[0][col].plot(xs, [r["throughput_tok_s"] for r in rs], color=color, marker=marker, label=mode)
@@ -346,6 +458,31 @@ def _plots(find: Callable[..., Result | None], out: Path) -> None:
     ax.legend()
     fig.tight_layout()
     fig.savefig(out / "value_sim_frozen.png", dpi=90)
+    plt.close(fig)
+    _link_plot(find, out, plt)
+
+
+def _link_plot(find: Callable[..., Result | None], out: Path, plt: Any) -> None:
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    colors = dict(zip(LINK_DPS, ("tab:green", "tab:blue", "tab:red"), strict=False))
+    for dp in LINK_DPS:
+        ref = find(dp=dp, load=LINK_LOAD, balance="off")
+        if ref is None:
+            continue
+        for gather, style in zip(LINK_GATHERS, ("-", "--"), strict=True):
+            pts = _link_points(find, dp, gather)
+            gains = [100 * (r["throughput_tok_s"] / ref["throughput_tok_s"] - 1) for _, r in pts]
+            ax.plot([link for link, _ in pts], gains, style, color=colors[dp], marker="o", label=f"DP {dp}, {gather}")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xscale("symlog", linthresh=50)
+    ax.set_xticks(list(LINK_US))
+    ax.set_xticklabels([f"{link:g}" for link in LINK_US])
+    ax.set_xlabel("one-way link latency between DP ranks (us)")
+    ax.set_ylabel(f"output tok/s vs balance off (%), load {LINK_LOAD:g}")
+    ax.set_title("Balance's gain after paying its per-step gather")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "value_sim_link.png", dpi=90)
     plt.close(fig)
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from balance_dev.value_sim import __main__ as cli
 from balance_dev.value_sim import sweep
+from balance_dev.value_sim.collective import gather_step_ms
 from balance_dev.value_sim.model import CostModel, Lengths, SimConfig, Simulation, simulate
 
 SMALL = SimConfig(
@@ -73,7 +74,7 @@ def test_balance_off_never_freezes_even_when_the_leader_is_at_the_cap() -> None:
 
 
 def test_on_and_off_are_identical_when_the_cap_is_never_reached() -> None:
-    light = replace(SMALL, cap=64, load=0.5)
+    light = replace(SMALL, cap=64, load=0.5, gather="none")  # a free gather: the gate alone (its cost: test_collective)
     off, on = simulate(light), simulate(replace(light, balance="on"))
     assert off["cap_hit_fraction"] == 0.0 and off["finished"] > 5
     _same(off, on)
@@ -120,8 +121,12 @@ def test_cli_json_has_the_required_keys_and_sane_values(capsys: pytest.CaptureFi
     args = ["--dp", "2", "--cap", "4", "--token-budget", "512", "--arrivals", "poisson", "--load", "0.8"]
     args += ["--routing", "score", "--staleness-ms", "100", "--balance", "on", "--seconds", "8", "--seed", "2"]
     args += ["--capacity-req-s", "2.0", "--prompt-median", "200", "--output-median", "30", "--json"]
+    args += ["--gather", "all_gather", "--link-us", "200"]
     assert cli.main(args) == 0
     result = json.loads(capsys.readouterr().out)
+    assert result["gather"] == "all_gather" and result["link_us"] == 200.0
+    assert result["gather_ms_per_step"] == pytest.approx(gather_step_ms("all_gather", 2, 200.0))
+    assert result["gather_ms_per_step"] > 0.4  # 2 ranks: about 2 rounds x 200 us, plus CPU
     for key in REQUIRED:
         assert isinstance(result[key], float), key
     assert result["throughput_tok_s"] > 0 and result["finished"] > 0
@@ -131,25 +136,49 @@ def test_cli_json_has_the_required_keys_and_sane_values(capsys: pytest.CaptureFi
     assert result["spread_mean"] >= 0 and result["balance"] == "on" and result["dp"] == 2
 
 
+def _fake(dp: int, load: float, balance: str, throughput: float, **extra: Any) -> dict[str, Any]:
+    r: dict[str, Any] = {k: 0.5 for k in REQUIRED}
+    r.update(
+        dp=dp, load=load, balance=balance, arrivals="poisson", routing="score", staleness_ms=100.0,
+        seed=1, cost=asdict(CostModel()), gather="group_max", link_us=50.0, gather_ms_per_step=0.3,
+        e2e_p99_s=2.0, cap_hit_fraction=0.3, queues_stable=load < 1.1, wall_s=1.0, throughput_tok_s=throughput,
+    )  # fmt: skip
+    return {**r, **extra}
+
+
 def test_the_report_renders_tables_and_plots(tmp_path: Path) -> None:
     results = []
     for dp in sweep.DPS:
         for load in sweep.LOADS:
             for mode in sweep.HEADLINE_MODES:
-                r: dict[str, Any] = {k: 0.5 for k in REQUIRED}
-                r.update(
-                    dp=dp, load=load, balance=mode, arrivals="poisson", routing="score", staleness_ms=100.0,
-                    seed=1, cost=asdict(CostModel()),
-                    e2e_p99_s=2.0, cap_hit_fraction=0.3, queues_stable=load < 1.1, wall_s=1.0,
-                    throughput_tok_s=100.0 * load * (1.1 if mode == "on" else 1.0),
-                )  # fmt: skip
-                results.append(r)
+                results.append(_fake(dp, load, mode, 100.0 * load * (1.1 if mode == "on" else 1.0)))
+            results.append(_fake(dp, load, "on", 100.0 * load * 1.05, gather=sweep.OLD_GATHER))
+    for dp in sweep.LINK_DPS:
+        if dp not in sweep.DPS:
+            results.append(_fake(dp, 1.2, "off", 120.0))
+        for gather in sweep.LINK_GATHERS:
+            for link in sweep.LINK_US:
+                if link == 50.0 and dp in sweep.DPS:  # the headline holds both gathers at 50 us
+                    continue
+                if link == 50.0:
+                    gain = 10.0 if gather == "group_max" else 5.0
+                else:
+                    # gain +10% at 0 us, falling 1% per 100 us (group_max) or per 20 us (all_gather)
+                    gain = 10 - link / (100 if gather == "group_max" else 20)
+                fake = _fake(dp, 1.2, "on", 120.0 * (1 + gain / 100), gather=gather, link_us=link)
+                results.append(fake)
     base = sweep._cfg_dict(SimConfig())
     cap = {"dp": 2, "capacity_req_s": 1.0, "throughput_tok_s": 10.0, "step_ms_mean": 40.0}
     data = {"base": base, "capacity": [{**cap, "prefill_step_fraction": 0.2, "wall_s": 1.0}], "results": results}
     text = sweep.render({**data, "wall_s": 12.0, "jobs": 2}, tmp_path)
     assert "| 32 | 1 | on | 110 | +10.0% |" in text
+    assert "| 32 | 1 | on, all_gather | 105 | +5.0% |" in text
+    assert "| 8 | group_max | 1000 | 0.30 | 120 | +0.0% |" in text
+    # all_gather: +10% at 0 us, +5% at 50 (the headline's), 0% at 200: the gain ends at 200 us
+    assert "| 32 | all_gather | +10.0% | +5.0% | +0.0% | -40.0% | up to about 200 us |" in text
+    assert "| 32 | group_max | +10.0% | +10.0% | +8.0% | +0.0% | up to about 1000 us |" in text
+    assert "| 128 | all_gather | +10.0% | +5.0% | +0.0% | -40.0% | up to about 200 us |" in text
     assert "**no**" in text  # unstable queues are flagged
     assert (tmp_path / "value_sim.md").read_text() == text
-    for png in ("value_sim_load.png", "value_sim_frozen.png"):
+    for png in ("value_sim_load.png", "value_sim_frozen.png", "value_sim_link.png"):
         assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
