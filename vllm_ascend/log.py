@@ -17,5 +17,6 @@ def get_logger(module: str) -> logging.Logger:
 
 def refusal(logger: logging.Logger, error: Exception) -> Exception:
     """Log a start-up refusal as one vLLM line before it is raised (a traceback alone is not one)."""
-    logger.error("%s", error)
+    # stacklevel=2: vLLM's [file:line] names the caller that refuses, not this helper.
+    logger.error("%s", error, stacklevel=2)
     return error

@@ -155,6 +155,7 @@ def _require_dp_engine_core(vllm_config: Any, dp_rank: int) -> None:
     """
     data_parallel = vllm_config.parallel_config.data_parallel_size > 1 or dp_rank > 0
     if not (data_parallel and vllm_config.model_config.is_moe):
+        _configure_vllm_logging(vllm_config)
         raise refusal(
             logger,
             BalanceNotActiveError(
@@ -163,6 +164,21 @@ def _require_dp_engine_core(vllm_config: Any, dp_rank: int) -> None:
                 f"MoE={vllm_config.model_config.is_moe}): disable scheduler_config.enable_balance_scheduling"
             ),
         )
+
+
+def _configure_vllm_logging(vllm_config: Any) -> None:
+    """Apply vLLM's logging configuration in this process before a refusal is logged from it.
+
+    vLLM 0.3x configures logging in a spawned engine core only inside ``run_engine_core`` (from
+    ``vllm_config.logging_config``); a refusal raised before that prints a bare line, not vLLM's.
+    Only on the refusal path: on the way to upstream, it configures logging itself, once.
+    Earlier vLLMs configure logging when ``vllm.logger`` is imported and have no ``logging_config``.
+    """
+    logging_config = getattr(vllm_config, "logging_config", None)
+    if logging_config is not None:
+        from vllm.logger import configure_logging
+
+        configure_logging(logging_config)
 
 
 def _choose_ray_actor(vllm_config: Any) -> None:
