@@ -176,9 +176,10 @@ def _configure_vllm_logging(vllm_config: Any) -> None:
     """
     logging_config = getattr(vllm_config, "logging_config", None)
     if logging_config is not None:
-        from vllm.logger import configure_logging
+        import vllm.logger
 
-        configure_logging(logging_config)
+        # getattr: the function exists only where logging_config does (0.3x), not in the pinned 0.2x.
+        getattr(vllm.logger, "configure_logging")(logging_config)  # noqa: B009
 
 
 def _choose_ray_actor(vllm_config: Any) -> None:
