@@ -165,6 +165,36 @@ def wait_healthy(url: str, trees: list[Tree], deadline: float) -> None:
         time.sleep(1.0)
 
 
+def wait_logged(tree: Tree, needle: str, deadline: float) -> None:
+    """Until ``needle`` is in the tree's output (a daemon saying it is up); fail if its leader exits."""
+    while needle not in tree.log_text():
+        if (rc := tree.exited()) is not None:
+            raise Failed(f"{tree.name}: exited {rc} during start-up", tree.log_path)
+        if time.monotonic() > deadline:
+            raise Failed(f"{tree.name}: no {needle!r} before the start-up timeout", tree.log_path)
+        time.sleep(0.5)
+
+
+def processes_with_env(name: str, value: str) -> list[str]:
+    """Live processes whose environment has ``name=value``: what a run started, even if it left its session
+    (Ray renames its workers, so their command lines do not say whose they are; the environment does)."""
+    needle = f"{name}={value}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle not in f.read().split(b"\0"):
+                    continue
+            st = _stat(entry)
+        except OSError:
+            continue
+        if st is not None and st[1] != "Z":
+            found.append(f"{entry} {st[0]}")
+    return found
+
+
 def free_ports(n: int) -> list[int]:
     """Ports the OS hands out on 127.0.0.1, all distinct, released just before vLLM binds them."""
     import socket

@@ -6,7 +6,9 @@ Runs, one after the other, each process tree in its own session under hard timeo
 2. ``vllm serve`` (internal LB), balance on: the ``freeze`` then the ``load`` scenario on one start;
 3. the same with balance off (``freeze``): the negative control, where the balance-on checks fail;
 4. ``headless`` (two "nodes"), balance on: ``freeze`` then ``load``;
-5. ``external LB`` (one server per rank), balance on: ``freeze`` then ``load``.
+5. ``external LB`` (one server per rank), balance on: ``freeze`` then ``load``;
+6. ``Ray`` (``--data-parallel-backend ray``, engine cores as Ray actors on a loopback Ray head), balance
+   on: ``freeze`` then ``load``.
 
 The HTTP client (``client.py``) streams completions and times every token; the probe plugin
 (``e2e/probe``) says what each engine core ran and admitted; the servers' own output must carry the
@@ -37,7 +39,7 @@ import aiohttp
 import client
 import server_log
 import topologies
-from procs import Failed, Tree, free_ports, socket_report, stop, wait_healthy
+from procs import Failed, Tree, free_ports, processes_with_env, socket_report, stop, wait_healthy, wait_logged
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -54,10 +56,10 @@ RUNS = [
     ("vllm serve off", "vllm serve", False),
     ("headless", "headless", True),
     ("external LB", "external LB", True),
+    ("Ray", "Ray", True),
 ]
 FREEZE_SLACK_TOKENS = 3  # see check_freeze
 REFUSAL = "balance scheduling is enabled but vLLM runs its DP engine core only for"
-UPSTREAM_ENGINE = "vllm.v1.engine.core.DPEngineCoreProc"
 REQUEST_TAG = re.compile(r"e2e-(?:long|short|load)-\d+")
 
 
@@ -65,8 +67,8 @@ def short(qualname: str) -> str:
     return qualname.rsplit(".", 1)[-1]
 
 
-def is_balance_engine(qualname: str) -> bool:
-    return qualname.startswith("vllm_ascend.") and qualname.endswith(".BalanceDPEngineCoreProc")
+def is_balance_engine(qualname: str, expected: str) -> bool:
+    return qualname.startswith("vllm_ascend.") and qualname.endswith(f".{expected}")
 
 
 def is_balance_scheduler(mro: list[str]) -> bool:
@@ -139,6 +141,16 @@ class Runner:
         probe_dir = os.path.join(self.work, f"probe-{slug}")
         os.makedirs(probe_dir)
         env = dict(self.env, BALANCE_E2E_PROBE_DIR=probe_dir)
+        head: Tree | None = None
+        if topo.ray_head_port is not None:
+            env = topologies.ray_env(env, self.work, topo.ray_head_port)
+            head = Tree(
+                f'"{name}" Ray head',
+                topologies.ray_head_args(topo.ray_head_port, env["RAY_TMPDIR"]),
+                os.path.join(self.work, f"{slug}-ray-head.log"),
+                env,
+                ROOT,
+            )
         trees = [
             Tree(
                 f'"{name}" {node.name}',
@@ -149,13 +161,17 @@ class Runner:
             )
             for i, node in enumerate(topo.nodes)
         ]
+        every = trees + ([head] if head else [])
         what = f'topology "{name}" (balance {"on" if balance else "off"})'
         t0 = time.monotonic()
         try:
+            if head is not None:
+                head.start()
+                wait_logged(head, "Ray runtime started", t0 + START_TIMEOUT_S)
             for tree in trees:
                 tree.start()
             for url in topo.health_urls():
-                wait_healthy(url, trees, t0 + START_TIMEOUT_S)
+                wait_healthy(url, every, t0 + START_TIMEOUT_S)
             ready_s = time.monotonic() - t0
             t1 = time.monotonic()
             freeze = self.scenario(what, trees, client.freeze(topo.route, SCENARIO_TIMEOUT_S))
@@ -169,13 +185,18 @@ class Runner:
                 load = {"streams": streams, "wall_s": time.monotonic() - t2}
                 dump(os.path.join(self.work, f"load-{slug}.json"), streams)
             probe = read_probe(probe_dir)
-            for tree in trees:
+            for tree in every:
                 if (rc := tree.exited()) is not None:
                     raise Failed(f"{tree.name}: exited {rc} while serving", tree.log_path)
-            sockets = socket_report(trees)
+            sockets = socket_report(every)
+            # The servers first (vLLM takes its actors down through Ray), then Ray itself.
             stop_s = stop(trees, STOP_TIMEOUT_S)
+            if head is not None:
+                stop_s += stop([head], STOP_TIMEOUT_S)
+                if left := processes_with_env("RAY_TMPDIR", env["RAY_TMPDIR"]):
+                    raise Failed(f"{what}: Ray processes outlived their head's session: {left[:6]}", head.log_path)
         except BaseException:
-            for tree in trees:
+            for tree in every:
                 tree.kill()
             raise
         wall = time.monotonic() - t0
@@ -184,7 +205,7 @@ class Runner:
         if not sockets.seen:
             raise Failed(f"{what}: no inet socket seen in the process trees: the loopback check saw nothing")
         wildcard = (
-            f" ({len(sockets.wildcard_listeners)} listening on the wildcard address, torch's TCPStore: "
+            f" ({len(sockets.wildcard_listeners)} listening on the wildcard address: "
             f"{', '.join(sockets.wildcard_listeners)})"
             if sockets.wildcard_listeners
             else ""
@@ -199,6 +220,7 @@ class Runner:
             f'topology "{name}", balance {"on" if balance else "off"}: {topo.description} (API servers: {api}); '
             f"ready {ready_s:.0f} s, shutdown {stop_s:.1f} s, no process left, wall {wall:.0f} s; "
             f"{sockets.seen} inet sockets, every connection 127.0.0.1 to 127.0.0.1{wildcard}"
+            + (f"; Ray head on 127.0.0.1:{topo.ray_head_port}, stopped with it" if head else "")
         )
         problems = self.check_engine_cores(topo, probe, balance)
         problems += self.check_logs(topo, trees, probe, balance)
@@ -235,10 +257,8 @@ class Runner:
                 f"(balance_enabled={p['balance_enabled']}, cap {p['max_num_running_reqs']})"
             )
             if balance:
-                if not is_balance_engine(p["engine_core_class"]):
-                    problems.append(
-                        f"{rank}: engine core is {p['engine_core_class']}, expected BalanceDPEngineCoreProc"
-                    )
+                if not is_balance_engine(p["engine_core_class"], topo.balance_engine):
+                    problems.append(f"{rank}: engine core is {p['engine_core_class']}, expected {topo.balance_engine}")
                 if not is_balance_scheduler(p["scheduler_mro"]) or p["balance_enabled"] is not True:
                     problems.append(
                         f"{rank}: scheduler {p['scheduler_class']} (balance_enabled={p['balance_enabled']}) "
@@ -252,9 +272,9 @@ class Runner:
                         "was at the cap: the freeze did not hold"
                     )
             else:
-                if p["engine_core_class"] != UPSTREAM_ENGINE:
+                if p["engine_core_class"] != topo.upstream_engine:
                     problems.append(
-                        f"{rank}: engine core is {p['engine_core_class']}, expected upstream {UPSTREAM_ENGINE}"
+                        f"{rank}: engine core is {p['engine_core_class']}, expected upstream {topo.upstream_engine}"
                     )
                 if p["balance_enabled"] or p["gathered"] or p["frozen_steps"]:
                     state = {k: p[k] for k in ("balance_enabled", "gathered", "frozen_steps")}
@@ -283,7 +303,7 @@ class Runner:
                     )
                     continue
                 expected = short(probe[f"rank{rank}"]["scheduler_class"])
-                if line.engine != "BalanceDPEngineCoreProc" or line.scheduler != expected:
+                if line.engine != topo.balance_engine or line.scheduler != expected:
                     problems.append(f"{node.name}: start-up line names other classes than the probe saw: {line.line!r}")
                 if not server_log.path_matches(line.path, self.vllm_version):
                     problems.append(

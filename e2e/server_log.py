@@ -15,6 +15,8 @@ STARTUP = re.compile(
     r"scheduler (?P<scheduler>\w+), schedule\(\) (?P<path>.+)$"
 )
 STARTUP_PREFIX = "balance scheduling active on DP rank"
+# Ray prints its actors' lines behind a colored "(ActorClass pid=N) " prefix: the colors go, the line stays.
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # vLLM prefixes each child's lines with its process name: ApiServer_N (several) or APIServer (one).
 API_SERVER = re.compile(r"^\(A[Pp][Ii]Server(?:_\d+)? pid=(\d+)\) ")
 
@@ -31,7 +33,7 @@ class StartupLine:
 def vllm_lines(text: str) -> list[tuple[str, str, str]]:
     """(level, message, whole line) for every line in vLLM's format."""
     out = []
-    for line in text.splitlines():
+    for line in ANSI.sub("", text).splitlines():
         if m := VLLM_LINE.match(line):
             out.append((m["level"], m["message"], line))
     return out
@@ -44,7 +46,7 @@ def startup_lines(text: str) -> tuple[dict[int, StartupLine], list[str]]:
         if level == "INFO" and (m := STARTUP.match(message)):
             found[int(m["rank"])] = StartupLine(int(m["rank"]), m["engine"], m["scheduler"], m["path"], line)
     formatted = {s.line for s in found.values()}
-    stray = [line for line in text.splitlines() if STARTUP_PREFIX in line and line not in formatted]
+    stray = [line for line in ANSI.sub("", text).splitlines() if STARTUP_PREFIX in line and line not in formatted]
     return found, stray
 
 

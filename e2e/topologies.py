@@ -13,12 +13,19 @@ launched by the parent, the API servers are separate processes), one for each ex
   API servers route over both ranks (the rank header reaches node 1's engine).
 - ``external LB``: one server per rank (``--data-parallel-rank 0`` / ``1``), each on its own port; the
   client is the load balancer (the port picks the rank).
+- ``Ray``: one server, ``--data-parallel-backend ray``: the engine cores are Ray actors
+  (``DPMoEEngineCoreActor``, with balance ``BalanceDPMoEEngineCoreActor``) placed by vLLM's
+  ``CoreEngineActorManager`` on a Ray head started beside it (``ray start --head --block``, its own
+  process tree) and reached through ``RAY_ADDRESS``. The actors' own workers use the mp executor: Ray
+  workers need a platform with a Ray device, which the CPU build is not (the probe names the one key the
+  front end needs). Everything Ray binds or dials is pinned to 127.0.0.1 (``ray_env``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import sys
 from dataclasses import dataclass
 
@@ -80,6 +87,10 @@ class Topology:
     description: str
     nodes: tuple[Node, ...]
     route: Route
+    # The engine-core class each rank runs with balance on (upstream's without).
+    balance_engine: str = "BalanceDPEngineCoreProc"
+    upstream_engine: str = "vllm.v1.engine.core.DPEngineCoreProc"
+    ray_head_port: int | None = None  # a Ray head to start first, on 127.0.0.1:<port>
 
     def health_urls(self) -> list[str]:
         return [f"http://127.0.0.1:{n.port}/health" for n in self.nodes if n.port is not None]
@@ -125,7 +136,66 @@ def build(name: str, ports: list[int]) -> Topology:
             ),
             Route((f"http://127.0.0.1:{http0}", f"http://127.0.0.1:{http1}"), rank_header=False),
         )
+    if name == "Ray":
+        ray_flags = ("--data-parallel-backend", "ray", "--distributed-executor-backend", "mp")
+        return Topology(
+            name,
+            "one server, --data-parallel-size 2 --data-parallel-backend ray, a Ray head on 127.0.0.1",
+            (Node("server", (*host, "--port", str(http0), *ray_flags), (0, 1), http0),),
+            Route((f"http://127.0.0.1:{http0}",), rank_header=True),
+            balance_engine="BalanceDPMoEEngineCoreActor",
+            upstream_engine="vllm.v1.engine.core.DPMoEEngineCoreActor",
+            ray_head_port=rpc,
+        )
     raise ValueError(f"unknown topology {name!r}")
 
 
-NAMES = ("vllm serve", "headless", "external LB")
+def ray_head_args(port: int, temp_dir: str) -> list[str]:
+    """A Ray head that stays in the foreground (``--block``): SIGTERM to it takes Ray down."""
+    return [
+        os.path.join(os.path.dirname(sys.executable), "ray"),
+        "start",
+        "--head",
+        "--block",
+        "--node-ip-address",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        # Each DP rank's placement group takes a device bundle and a control bundle of 1 CPU each.
+        "--num-cpus",
+        "4",
+        "--num-gpus",
+        "0",
+        "--include-dashboard=false",
+        "--disable-usage-stats",
+        "--object-store-memory",
+        str(256 * 1024 * 1024),
+        "--temp-dir",
+        temp_dir,
+    ]
+
+
+def ray_env(env: dict[str, str], work: str, port: int) -> dict[str, str]:
+    """Ray 2.60 on loopback only, with nothing phoning home (each line was seen to matter, with strace)."""
+    home = os.path.join(work, "ray-home")
+    os.makedirs(home, exist_ok=True)
+    # Its presence stops the head's usage-stats probe of the cloud metadata address.
+    with open(os.path.join(home, "ray_bootstrap_config.yaml"), "w") as f:
+        f.write("{}\n")
+    return dict(
+        env,
+        # Without it Ray turns 127.0.0.1 into the host's routable address (for --node-ip-address too).
+        RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
+        RAY_USAGE_STATS_ENABLED="0",
+        RAY_USAGE_STATS_REPORT_URL="http://127.0.0.1:9/",  # a closed loopback port: no usage report leaves
+        HOME=home,  # also where the head keeps its auth token
+        # A local `ray start` turns token auth on; a client given an address sends the token only so.
+        RAY_AUTH_MODE="token",
+        RAY_AUTH_TOKEN=secrets.token_hex(32),  # this run's own, for the head and every client
+        RAY_ADDRESS=f"127.0.0.1:{port}",  # what vLLM's own ray.init() connects to
+        RAY_TMPDIR=os.path.join(work, "ray-tmp"),
+        BALANCE_E2E_RAY_DEVICE_KEY="CPU",
+    )
+
+
+NAMES = ("vllm serve", "headless", "external LB", "Ray")

@@ -216,3 +216,26 @@ def test_the_ray_actor_carries_the_gather_hook_over_upstreams_actor(patch_mod: A
     assert actor._has_global_unfinished_reqs is patch_mod.BalanceDPEngineCoreProc._has_global_unfinished_reqs
     # After import, upstream's actor is what vLLM sees until a manager runs with balance on.
     assert engine_mod.DPMoEEngineCoreActor is upstream_actor
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_ray_manager_picks_the_balance_actor_only_when_enabled(patch_mod: Any, enabled: bool) -> None:
+    # The real upstream manager runs after the wrapper chose; without a Ray cluster (or ray) it fails.
+    import vllm.v1.engine.utils as utils_mod
+
+    config = make_vllm_config(additional_config=balance_config(enabled), data_parallel_size=2, moe=True)
+    with pytest.raises(Exception) as info:
+        utils_mod.CoreEngineActorManager(vllm_config=config, addresses=None, executor_class=None, log_stats=False)
+    assert not isinstance(info.value, patch_mod.BalanceNotActiveError)
+    expected = patch_mod.BalanceDPMoEEngineCoreActor if enabled else engine_mod._balance_original_dp_moe_actor
+    assert engine_mod.DPMoEEngineCoreActor is expected
+    engine_mod.DPMoEEngineCoreActor = engine_mod._balance_original_dp_moe_actor
+
+
+@pytest.mark.parametrize(("dp", "moe"), [(1, True), (2, False)], ids=["dp1", "dense"])
+def test_balance_on_with_ray_and_no_dp_engine_core_fails_at_start_up(patch_mod: Any, dp: int, moe: bool) -> None:
+    import vllm.v1.engine.utils as utils_mod
+
+    config = make_vllm_config(additional_config=balance_config(True), data_parallel_size=dp, moe=moe)
+    with pytest.raises(patch_mod.BalanceNotActiveError, match="DP engine core only for data_parallel_size > 1"):
+        utils_mod.CoreEngineActorManager(vllm_config=config, addresses=None, executor_class=None, log_stats=False)

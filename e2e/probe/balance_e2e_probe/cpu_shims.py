@@ -1,4 +1,4 @@
-"""Two gaps of vLLM's CPU build on the DP=2 MoE path, filled for the e2e only (never in ``vllm_ascend``).
+"""Gaps of vLLM's CPU build on the DP=2 MoE path, filled for the e2e only (never in ``vllm_ascend``).
 
 1. ``all_gatherv`` / ``reduce_scatterv`` over gloo for ``CpuCommunicator``: a DP MoE forward calls them
    on the DP/EP groups and gets ``NotImplementedError`` (the CUDA communicator has them, the CPU one
@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import torch
 import torch.distributed as dist
@@ -59,6 +60,16 @@ def install() -> list[str]:
     from vllm.distributed.device_communicators.cpu_communicator import CpuCommunicator
 
     filled = []
+    # 3. Ray DP places each rank on a Ray resource named by the platform's ray_device_key, which the CPU
+    #    platform leaves empty ("No  found in Ray cluster."). Only the e2e's Ray topology asks for it, and
+    #    only the front end reads it (the engine cores' own workers run on the mp executor).
+    ray_key = os.environ.get("BALANCE_E2E_RAY_DEVICE_KEY")
+    if ray_key:
+        from vllm.platforms.cpu import CpuPlatform
+
+        if not CpuPlatform.ray_device_key:
+            CpuPlatform.ray_device_key = ray_key
+            filled.append(f"Ray device key {ray_key!r}")
     missing = [name for name in ("all_gatherv", "reduce_scatterv") if name not in CpuCommunicator.__dict__]
     for name in missing:
         setattr(CpuCommunicator, name, _all_gatherv if name == "all_gatherv" else _reduce_scatterv)
