@@ -117,7 +117,7 @@ def run() -> str:
                 rows,
             ),
             "No goal on loopback: a network round costs almost nothing here, so this shows CPU and scheduling "
-            "only. `group_max` spends more CPU per call than gloo's rings (about 120 us per exchange round from "
+            "only. `group_max` spends more CPU per call than gloo's rings (about 90 us per exchange round from "
             "Python, where `all_reduce` spends a few us per message in C++); what it buys, ceil(log2 N)+1 network "
             "delays instead of 2(N-1), is measured by `make bench-net` (net_collective.md). The machine has 2 "
             "cores: groups of 4 and 8 processes are oversubscribed, so their absolute times measure scheduling "

@@ -12,12 +12,12 @@ delay, CPU as the process time a rank spends per call with no delay. Each is a s
 collective's own scale of N, fitted to the measurements at N = 2..64 and extrapolated beyond:
 
 - ``all_gather`` of N one-element tensors, then max (``balance_gather()`` before ``group_max``):
-  gloo's ring, about 2(N-1) delays, its CPU linear in N (about 80 us per rank of the group);
+  gloo's ring, about 2(N-1) delays, its CPU linear in N (about 75 us per rank of the group);
 - ``all_reduce(MAX)``: gloo's ring too (reduce-scatter, then all-gather), about 2(N-1) delays, but
   with little CPU per message;
 - ``group_max`` (``balance_gather()`` now): at most ceil(log2 N) + 1 delays (fewer were measured
   when the ranks call it at slightly different times, as they do after a barrier or vLLM's sync),
-  CPU linear in ceil(log2 N) (about 120 us per exchange round on this machine).
+  CPU linear in ceil(log2 N) (about 90 us per exchange round on this machine).
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from balance_dev.gloo import one_rank_group
 from balance_dev.upstream_cap import upstream_cap
 from balance_dev.value_sim.collective import DEFAULT_LINK_US, gather_step_ms
 
@@ -302,13 +303,7 @@ def upstream_scheduler() -> type:
 
 def single_rank_group() -> Any:
     """A real one-rank gloo group for vLLM's finish sync: the simulator holds every rank in one process."""
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    if dist.get_world_size() != 1:
-        raise RuntimeError("the value simulator needs a process without a multi-rank torch.distributed group")
-    return dist.group.WORLD
+    return one_rank_group()
 
 
 # --------------------------------------------------------------------------------------------------

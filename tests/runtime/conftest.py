@@ -29,3 +29,11 @@ def _no_global_ascend_config() -> Iterator[None]:
     ascend_config.clear_ascend_config()
     yield
     ascend_config.clear_ascend_config()
+
+
+@pytest.fixture(scope="session")
+def gloo_world() -> Any:
+    """A real single-process gloo group (the multi-process cases: test_group_max, test_dp_sim, ...)."""
+    from balance_dev.gloo import one_rank_group
+
+    return one_rank_group()

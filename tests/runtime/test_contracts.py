@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import datetime
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import torch
-import torch.distributed as dist
 
 import vllm_ascend.core.balance_scheduler_base as base_mod
 from balance_dev.scenarios import SCENARIOS, build, drive
@@ -99,17 +96,6 @@ def test_contract1_frozen_exactly_when_upstreams_own_check_stops_the_leader(
     if leader <= 4:  # every release's check agrees below and at the cap
         assert frozen is (leader == 4)
     assert admitted == ([] if frozen else ["wait0", "wait1"])  # up to the local cap of 4
-
-
-@pytest.fixture(scope="module")
-def gloo_world() -> Iterator[Any]:
-    """A real single-process gloo group (the multi-process case is tests/runtime/test_dp_sim.py)."""
-    store = dist.HashStore()
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=datetime.timedelta(seconds=30))
-    try:
-        yield dist.new_group([0], backend="gloo")
-    finally:
-        dist.destroy_process_group()
 
 
 class _GroupMaxSpy:

@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-import datetime
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import torch.distributed as dist
 
 from balance_dev.scenarios import build
 from balance_dev.vllm_objects import fake_model_output, make_request
 from vllm_ascend.core.balance_scheduler_base import UNGATHERED_RUNS_ALLOWED
-
-
-@pytest.fixture(scope="module")
-def one_rank_group() -> Iterator[Any]:
-    store = dist.HashStore()
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=datetime.timedelta(seconds=30))
-    try:
-        yield dist.new_group([0], backend="gloo")
-    finally:
-        dist.destroy_process_group()
 
 
 def _step(scheduler: Any) -> None:
@@ -67,9 +54,9 @@ def test_the_refusal_names_the_engine_core_that_never_gathers(patch_mod: Any) ->
         engine.step_scheduler()
 
 
-def test_a_real_gather_each_step_keeps_it_quiet(patch_mod: Any, one_rank_group: Any) -> None:
+def test_a_real_gather_each_step_keeps_it_quiet(patch_mod: Any, gloo_world: Any) -> None:
     scheduler = _scheduler(patch_mod, True)
-    scheduler.dp_group = one_rank_group
+    scheduler.dp_group = gloo_world
     _step(scheduler)  # the busy loop schedules once before its first sync
     for _ in range(20):
         scheduler.balance_gather()
