@@ -98,10 +98,10 @@ test-range: $(RANGE_TAGS:%=$(RANGE)/%/.installed)
 	PYTEST_ARGS='$(PYTEST_ARGS)' .ci/test-range $(RANGE_TAGS)
 
 # End to end, after `make test` in CI: the CPU build of the pinned vLLM in its own venv (.venv-e2e,
-# installed once; a stamp skips it after; ~2-3 min with a warm pip cache), then `vllm serve` driven over
-# HTTP on 127.0.0.1 with a tiny MoE model at DP=2: internal LB (balance on and off), headless two-node,
-# external LB, and the refusal with a dense model, each process tree in its own session under hard
-# timeouts (e2e/run.py, docs/e2e.md; ~5 min on 2 idle cores, ~15 when loaded).
+# installed once with ray; a stamp skips it after; ~2-3 min with a warm pip cache), then `vllm serve`
+# driven over HTTP on 127.0.0.1 with a tiny MoE model at DP=2: internal LB (balance on and off), headless
+# two-node, external LB, Ray (a local head on 127.0.0.1), and the refusal with a dense model, each process
+# tree in its own session under hard timeouts (e2e/run.py, docs/e2e.md; ~6 min on 2 idle cores).
 E2E_VENV := .venv-e2e
 .PHONY: e2e
 e2e:

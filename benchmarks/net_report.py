@@ -121,6 +121,10 @@ def per_step(data: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _meets(ms: float, goal_ms: float) -> str:
+    return "yes" if ms <= goal_ms else "**no**"
+
+
 def render(data: dict[str, Any]) -> str:
     sizes = data["sizes"]
     ok = _ok(sizes)
@@ -233,7 +237,11 @@ def render(data: dict[str, Any]) -> str:
     ]
     step_rows = []
     for r in per_step(data):
-        meets = "yes" if r["step_ms"] <= r["goal_ms"] else "**no**"
+        # The goal is the network cost; the whole step (with this machine's CPU share) is judged beside it.
+        goal = (
+            f"network <= {r['goal_ms']:g} ms: {_meets(r['network_ms'], r['goal_ms'])}; "
+            f"whole step: {_meets(r['step_ms'], r['goal_ms'])}"
+        )
         step_rows.append(
             [
                 LABELS[r["collective"]],
@@ -244,7 +252,7 @@ def render(data: dict[str, Any]) -> str:
                 f"{r['cpu_ms']:.2f}",
                 f"{r['step_ms']:.2f}",
                 f"{100 * r['step_ms'] / DECODE_STEP_MS:.1f}%",
-                f"<= {r['goal_ms']:g} ms: {meets}" if r["collective"] == "group_max" else "",
+                goal if r["collective"] == "group_max" else "",
             ]
         )
     out += [
@@ -276,7 +284,9 @@ def headline(data: dict[str, Any]) -> list[str]:
     if not can_fit(data):
         return ["no per-step figures (fewer than two group sizes ran)"]
     return [
-        f"DP {r['dp']} ({r['source']}): {r['step_ms']:.2f} ms per step (goal <= {r['goal_ms']:g} ms)"
+        f"DP {r['dp']} ({r['source']}): network {r['network_ms']:.2f} ms per step "
+        f"(goal <= {r['goal_ms']:g} ms: {_meets(r['network_ms'], r['goal_ms'])}), "
+        f"{r['step_ms']:.2f} ms with its CPU share ({_meets(r['step_ms'], r['goal_ms'])})"
         for r in per_step(data)
         if r["collective"] == "group_max"
     ]
