@@ -1,13 +1,16 @@
 """What the runtime must print in ``vllm serve``'s own output, at vLLM's default log level, in vLLM's
-line format (``[(<process> pid=N) ]LEVEL MM-DD hh:mm:ss [file.py:line] message``)."""
+line format (``[(<process> pid=N) ...]LEVEL MM-DD hh:mm:ss [file.py:line] message``)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
+# Process prefixes stack: Ray puts "(ActorClass pid=N) " before a line that vLLM may already have
+# prefixed with its own process name (0.32: "(MainProcess pid=N) ", "(Worker_DP1 pid=N) "), so a line
+# carries none, one or several.
 VLLM_LINE = re.compile(
-    r"^(?:\((?P<process>[^)]*)\) )?(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+    r"^(?:\([^)]*\) )*(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
     r"\d{2}-\d{2} \d{2}:\d{2}:\d{2} \[[^\]\s]+:\d+\] (?P<message>.*)$"
 )
 STARTUP = re.compile(
