@@ -165,6 +165,35 @@ def wait_healthy(url: str, trees: list[Tree], deadline: float) -> None:
         time.sleep(1.0)
 
 
+# vLLM titles each of several API server processes "VLLM::APIServer_N" (its comm keeps the first 15
+# characters); a single API server runs in the `vllm serve` process itself. uvicorn logs this line
+# once per server when it starts accepting.
+API_SERVER_COMM = "VLLM::APIServer"
+STARTUP_COMPLETE = "Application startup complete."
+
+
+def wait_api_servers(tree: Tree, trees: list[Tree], deadline: float) -> int:
+    """Until every API server of ``tree`` has finished start-up; returns how many there are.
+
+    /health answers as soon as one server is up, but a request the kernel hands to another one still
+    starting waits for it: on 2 cores that was 2-3 s once (vLLM 0.32, Ray), long enough for the freeze
+    scenario's short requests to reach their rank only after the long ones were done. All API server
+    processes exist before any can answer (they start together, before the engines' handshake).
+    """
+    while True:
+        servers = max(1, sum(1 for name in session_pids(tree.sid).values() if name.startswith(API_SERVER_COMM)))
+        if tree.log_text().count(STARTUP_COMPLETE) >= servers:
+            return servers
+        for t in trees:
+            if (rc := t.exited()) is not None:
+                raise Failed(f"{t.name}: exited {rc} during start-up", t.log_path)
+        if time.monotonic() > deadline:
+            raise Failed(
+                f"{tree.name}: {servers} API servers, not all started before the start-up timeout", tree.log_path
+            )
+        time.sleep(0.5)
+
+
 def wait_logged(tree: Tree, needle: str, deadline: float) -> None:
     """Until ``needle`` is in the tree's output (a daemon saying it is up); fail if its leader exits."""
     while needle not in tree.log_text():

@@ -39,7 +39,17 @@ import aiohttp
 import client
 import server_log
 import topologies
-from procs import Failed, Tree, free_ports, processes_with_env, socket_report, stop, wait_healthy, wait_logged
+from procs import (
+    Failed,
+    Tree,
+    free_ports,
+    processes_with_env,
+    socket_report,
+    stop,
+    wait_api_servers,
+    wait_healthy,
+    wait_logged,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -172,6 +182,9 @@ class Runner:
                 tree.start()
             for url in topo.health_urls():
                 wait_healthy(url, every, t0 + START_TIMEOUT_S)
+            for node, tree in zip(topo.nodes, trees, strict=True):
+                if node.port is not None:
+                    wait_api_servers(tree, every, t0 + START_TIMEOUT_S)
             ready_s = time.monotonic() - t0
             t1 = time.monotonic()
             freeze = self.scenario(what, trees, client.freeze(topo.route, SCENARIO_TIMEOUT_S))
