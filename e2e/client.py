@@ -158,6 +158,11 @@ async def freeze(route: Route, timeout: float) -> dict[str, Any]:
                 raise t.exception()  # type: ignore[misc]
         if first_tokens not in done:
             first_tokens.cancel()
+            if finished := [f"e2e-long-{i}" for i, t in enumerate(longs) if t in done]:
+                raise ClientFailure(
+                    f"freeze: {finished[0]} finished before all 4 long requests were running: rank 1 never "
+                    "reached its cap"
+                )
             raise ClientFailure(f"freeze: the 4 long requests on rank 1 had no first token after {timeout:.0f} s")
         # Rank 1 now runs CAP requests: at its cap. The short ones go to rank 0, which has room.
         shorts = [

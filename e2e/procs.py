@@ -14,6 +14,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -89,10 +90,6 @@ class Tree:
         except OSError:
             return ""
 
-    def tail(self, n: int = 30) -> str:
-        lines = self.log_text().splitlines()[-n:]
-        return "\n".join(f"  | {line}" for line in lines)
-
     def terminate(self) -> None:
         """SIGTERM to the leader only, as an operator stopping the service would: vLLM must take its
         own children down."""
@@ -148,21 +145,33 @@ def stop(trees: list[Tree], timeout: float) -> float:
     return time.monotonic() - t0
 
 
+def check_alive(trees: list[Tree], when: str) -> None:
+    """Fail at once, naming the tree, if any tree's leader has exited."""
+    for tree in trees:
+        if (rc := tree.exited()) is not None:
+            raise Failed(f"{tree.name}: exited {rc} {when}", tree.log_path)
+
+
+def _poll(ready: Callable[[], bool], trees: list[Tree], deadline: float, late: str, log: str, pause: float) -> None:
+    """Until ``ready()``; fail if a tree's leader exits first, or with ``late`` after ``deadline``."""
+    while not ready():
+        check_alive(trees, "during start-up")
+        if time.monotonic() > deadline:
+            raise Failed(late, log)
+        time.sleep(pause)
+
+
 def wait_healthy(url: str, trees: list[Tree], deadline: float) -> None:
     """Poll ``url`` (a server's /health) until 200; fail at once if any tree's leader exits."""
-    while True:
-        for tree in trees:
-            if (rc := tree.exited()) is not None:
-                raise Failed(f"{tree.name}: exited {rc} during start-up", tree.log_path)
+
+    def healthy() -> bool:
         try:
             with urllib.request.urlopen(url, timeout=5) as resp:
-                if resp.status == 200:
-                    return
+                return bool(resp.status == 200)
         except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        if time.monotonic() > deadline:
-            raise Failed(f"{url} not healthy before the start-up timeout", trees[0].log_path)
-        time.sleep(1.0)
+            return False
+
+    _poll(healthy, trees, deadline, f"{url} not healthy before the start-up timeout", trees[0].log_path, 1.0)
 
 
 # vLLM titles each of several API server processes "VLLM::APIServer_N" (its comm keeps the first 15
@@ -180,28 +189,28 @@ def wait_api_servers(tree: Tree, trees: list[Tree], deadline: float) -> int:
     scenario's short requests to reach their rank only after the long ones were done. All API server
     processes exist before any can answer (they start together, before the engines' handshake).
     """
-    while True:
-        servers = max(1, sum(1 for name in session_pids(tree.sid).values() if name.startswith(API_SERVER_COMM)))
-        if tree.log_text().count(STARTUP_COMPLETE) >= servers:
-            return servers
-        for t in trees:
-            if (rc := t.exited()) is not None:
-                raise Failed(f"{t.name}: exited {rc} during start-up", t.log_path)
-        if time.monotonic() > deadline:
-            raise Failed(
-                f"{tree.name}: {servers} API servers, not all started before the start-up timeout", tree.log_path
-            )
-        time.sleep(0.5)
+    servers = max(1, sum(1 for name in session_pids(tree.sid).values() if name.startswith(API_SERVER_COMM)))
+    _poll(
+        lambda: tree.log_text().count(STARTUP_COMPLETE) >= servers,
+        trees,
+        deadline,
+        f"{tree.name}: {servers} API servers, not all started before the start-up timeout",
+        tree.log_path,
+        0.5,
+    )
+    return servers
 
 
 def wait_logged(tree: Tree, needle: str, deadline: float) -> None:
     """Until ``needle`` is in the tree's output (a daemon saying it is up); fail if its leader exits."""
-    while needle not in tree.log_text():
-        if (rc := tree.exited()) is not None:
-            raise Failed(f"{tree.name}: exited {rc} during start-up", tree.log_path)
-        if time.monotonic() > deadline:
-            raise Failed(f"{tree.name}: no {needle!r} before the start-up timeout", tree.log_path)
-        time.sleep(0.5)
+    _poll(
+        lambda: needle in tree.log_text(),
+        [tree],
+        deadline,
+        f"{tree.name}: no {needle!r} before the start-up timeout",
+        tree.log_path,
+        0.5,
+    )
 
 
 def processes_with_env(name: str, value: str) -> list[str]:

@@ -42,6 +42,7 @@ import topologies
 from procs import (
     Failed,
     Tree,
+    check_alive,
     free_ports,
     processes_with_env,
     socket_report,
@@ -182,9 +183,11 @@ class Runner:
                 tree.start()
             for url in topo.health_urls():
                 wait_healthy(url, every, t0 + START_TIMEOUT_S)
-            for node, tree in zip(topo.nodes, trees, strict=True):
-                if node.port is not None:
-                    wait_api_servers(tree, every, t0 + START_TIMEOUT_S)
+            api_servers = {
+                node.name: wait_api_servers(tree, every, t0 + START_TIMEOUT_S)
+                for node, tree in zip(topo.nodes, trees, strict=True)
+                if node.port is not None
+            }
             ready_s = time.monotonic() - t0
             t1 = time.monotonic()
             freeze = self.scenario(what, trees, client.freeze(topo.route, SCENARIO_TIMEOUT_S))
@@ -198,9 +201,7 @@ class Runner:
                 load = {"streams": streams, "wall_s": time.monotonic() - t2}
                 dump(os.path.join(self.work, f"load-{slug}.json"), streams)
             probe = read_probe(probe_dir)
-            for tree in every:
-                if (rc := tree.exited()) is not None:
-                    raise Failed(f"{tree.name}: exited {rc} while serving", tree.log_path)
+            check_alive(every, "while serving")
             sockets = socket_report(every)
             # The servers first (vLLM takes its actors down through Ray), then Ray itself.
             stop_s = stop(trees, STOP_TIMEOUT_S)
@@ -224,11 +225,7 @@ class Runner:
             else ""
         )
 
-        api = ", ".join(
-            f"{node.name} {server_log.api_servers(tree.log_text())}"
-            for node, tree in zip(topo.nodes, trees, strict=True)
-            if node.port is not None
-        )
+        api = ", ".join(f"{node} {n}" for node, n in api_servers.items())
         self.summary.append(
             f'topology "{name}", balance {"on" if balance else "off"}: {topo.description} (API servers: {api}); '
             f"ready {ready_s:.0f} s, shutdown {stop_s:.1f} s, no process left, wall {wall:.0f} s; "
@@ -315,7 +312,9 @@ class Runner:
                         "at vLLM's default log level"
                     )
                     continue
-                expected = short(probe[f"rank{rank}"]["scheduler_class"])
+                # A rank without a probe file is check_engine_cores' finding; the line is still checked.
+                seen = probe.get(f"rank{rank}")
+                expected = short(seen["scheduler_class"]) if seen else line.scheduler
                 if line.engine != topo.balance_engine or line.scheduler != expected:
                     problems.append(f"{node.name}: start-up line names other classes than the probe saw: {line.line!r}")
                 if not server_log.path_matches(line.path, self.vllm_version):
@@ -432,6 +431,9 @@ class Runner:
                 "start-up must fail",
                 tree.log_path,
             ) from None
+        except BaseException:  # Ctrl-C: the tree has its own session, so nothing else takes it down
+            tree.kill()
+            raise
         took = time.monotonic() - t0
         stop([tree], STOP_TIMEOUT_S)
         lines = server_log.error_lines(tree.log_text(), REFUSAL)

@@ -20,8 +20,6 @@ STARTUP = re.compile(
 STARTUP_PREFIX = "balance scheduling active on DP rank"
 # Ray prints its actors' lines behind a colored "(ActorClass pid=N) " prefix: the colors go, the line stays.
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-# vLLM prefixes each child's lines with its process name: ApiServer_N (several) or APIServer (one).
-API_SERVER = re.compile(r"^\(A[Pp][Ii]Server(?:_\d+)? pid=(\d+)\) ")
 
 
 @dataclass(frozen=True)
@@ -45,17 +43,16 @@ def vllm_lines(text: str) -> list[tuple[str, str, str]]:
 def startup_lines(text: str) -> tuple[dict[int, StartupLine], list[str]]:
     """The runtime's start-up line per DP rank, and any line that mentions it in another format."""
     found: dict[int, StartupLine] = {}
-    for level, message, line in vllm_lines(text):
-        if level == "INFO" and (m := STARTUP.match(message)):
+    stray = []
+    for line in ANSI.sub("", text).splitlines():
+        if STARTUP_PREFIX not in line:
+            continue
+        vllm = VLLM_LINE.match(line)
+        if vllm and vllm["level"] == "INFO" and (m := STARTUP.match(vllm["message"])):
             found[int(m["rank"])] = StartupLine(int(m["rank"]), m["engine"], m["scheduler"], m["path"], line)
-    formatted = {s.line for s in found.values()}
-    stray = [line for line in ANSI.sub("", text).splitlines() if STARTUP_PREFIX in line and line not in formatted]
+        else:
+            stray.append(line)
     return found, stray
-
-
-def api_servers(text: str) -> int:
-    """How many API server processes wrote to this output."""
-    return len({m[1] for line in text.splitlines() if (m := API_SERVER.match(line))})
 
 
 def path_matches(path: str, vllm_version: str) -> bool:

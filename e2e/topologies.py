@@ -100,7 +100,7 @@ class Topology:
 
 
 def build(name: str, ports: list[int]) -> Topology:
-    """``ports``: four free ports (HTTP for up to two servers, the DP RPC port, one spare)."""
+    """``ports``: three free ports (HTTP for up to two servers, the DP RPC port)."""
     http0, http1, rpc = ports[0], ports[1], ports[2]
     host = ("--host", "127.0.0.1")
     rpc_flags = ("--data-parallel-rpc-port", str(rpc))
@@ -196,6 +196,3 @@ def ray_env(env: dict[str, str], work: str, port: int) -> dict[str, str]:
         RAY_TMPDIR=os.path.join(work, "ray-tmp"),
         BALANCE_E2E_RAY_DEVICE_KEY="CPU",
     )
-
-
-NAMES = ("vllm serve", "headless", "external LB", "Ray")
