@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 from generator import astpattern, capcheck, copy_forms, provenance
 from generator.errors import VerificationFailed
+from generator.pin import version_of
+from generator.sources.releases import version_key
 from generator.verify import methods_named
 
 METHOD = "schedule"
@@ -321,11 +323,7 @@ def _with(releases: Sequence[provenance.Release], named: provenance.Release) -> 
     """``releases`` with the named tag in its place (by version), so staleness can be counted."""
     if any(r.tag == named.tag for r in releases):
         return list(releases)
-    return sorted([*releases, named], key=lambda r: _version_key(r.tag))
-
-
-def _version_key(tag: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", tag))
+    return sorted([*releases, named], key=lambda r: version_key(version_of(r.tag)))
 
 
 def _missing(stripped: Stripped, upstream: ast.FunctionDef, tag: str) -> tuple[str, ...]:

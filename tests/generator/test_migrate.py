@@ -219,3 +219,13 @@ def test_a_missing_delta3_says_whether_the_copy_kept_the_assert() -> None:
         report.missing
     )
     assert report.verdict == "a copy of v1.0.0, 1 release stale"
+
+
+def test_a_named_release_candidate_is_scanned_before_its_final_release() -> None:
+    # Staleness counts releases between the copy and the named tag, so the named tag must sit in
+    # release order: v0.11.0rc1 before v0.11.0, v0.10.1.post1 before v0.10.1.1.
+    releases = [provenance.Release(t, "") for t in ("v0.10.1", "v0.10.1.1", "v0.11.0", "v0.11.1")]
+    scanned = migrate._with(releases, provenance.Release("v0.11.0rc1", ""))
+    assert [r.tag for r in scanned] == ["v0.10.1", "v0.10.1.1", "v0.11.0rc1", "v0.11.0", "v0.11.1"]
+    scanned = migrate._with(releases, provenance.Release("v0.10.1.post1", ""))
+    assert [r.tag for r in scanned] == ["v0.10.1", "v0.10.1.post1", "v0.10.1.1", "v0.11.0", "v0.11.1"]
