@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
+import io
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,6 +20,15 @@ Progress = Callable[[str], None]
 def record_digest(data: bytes) -> str:
     """A file's hash as a wheel's RECORD writes it (PEP 376/427): urlsafe base64, no padding."""
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def matches_record(record: bytes, member: str, data: bytes) -> bool:
+    """Whether ``data`` has the hash a wheel's RECORD lists for ``member`` (its last row naming it)."""
+    expected = None
+    for row in csv.reader(io.StringIO(record.decode("utf-8", errors="replace"))):
+        if row and row[0] == member:
+            expected = row[1]
+    return expected == record_digest(data)
 
 
 def no_progress(_: str) -> None:

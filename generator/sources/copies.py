@@ -9,7 +9,6 @@ from vllm-ascend is ever written into the repository.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import io
 import re
@@ -20,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.errors import FileRefused, SourceUnavailable
-from generator.sources import cache, index
-from generator.sources.base import Progress, no_progress, record_digest
+from generator.sources import cache, index, releases
+from generator.sources.base import Progress, matches_record, no_progress
 
 PROJECT = "vllm-ascend"
 MEMBER = "vllm_ascend/patch/platform/patch_balance_schedule.py"
@@ -33,15 +32,11 @@ _SDIST = re.compile(r"^vllm_ascend-(?P<version>[^-]+)\.tar\.gz$")
 _VERSION = re.compile(r"^(?P<base>\d+\.\d+\.\d+)(?:(?P<pre>rc|a|b)(?P<n>\d+))?(?:\.post(?P<post>\d+))?$")
 
 
-def version_key(version: str) -> tuple[int, ...]:
-    """PEP 440 order for the versions vllm-ascend uses: X.Y.Z, X.Y.ZrcN, X.Y.Z.postN."""
-    match = _VERSION.match(version)
-    if match is None:
+def version_key(version: str) -> releases.VersionKey:
+    """Release order (vLLM's own) for the versions vllm-ascend uses: X.Y.Z, X.Y.ZrcN, X.Y.Z.postN."""
+    if _VERSION.match(version) is None:
         raise SourceUnavailable(f"vllm-ascend version {version!r} has a shape this reader does not know")
-    base = tuple(int(p) for p in match["base"].split("."))
-    pre = (0, {"a": 0, "b": 1, "rc": 2}[match["pre"]], int(match["n"])) if match["pre"] else (1, 0, 0)
-    post = int(match["post"]) if match["post"] else -1
-    return (*base, *pre, post)
+    return releases.version_key(version)
 
 
 def vllm_tag(version: str) -> str:
@@ -114,15 +109,7 @@ def _from_wheel(wheel: index.IndexFile) -> bytes | None:
         raise SourceUnavailable(
             f"{wheel.filename} is not a readable wheel ({type(exc).__name__}: {exc}): retry later"
         ) from None
-    expected = next(
-        (
-            row[1]
-            for row in csv.reader(io.StringIO(record.decode("utf-8", errors="replace")))
-            if row and row[0] == MEMBER
-        ),
-        None,
-    )
-    if expected != record_digest(data):
+    if not matches_record(record, MEMBER, data):
         raise SourceUnavailable(
             f"{MEMBER} in {wheel.filename} does not match the wheel's RECORD hash: "
             "the download is corrupt or tampered with; retry"

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import zipfile
 import zlib
 
 from generator.errors import SourceUnavailable
 from generator.pin import version_of
 from generator.sources import index
-from generator.sources.base import UPSTREAM_PATH, Progress, UpstreamFile, no_progress, record_digest
+from generator.sources.base import UPSTREAM_PATH, Progress, UpstreamFile, matches_record, no_progress
 
 
 def choose_wheel(files: list[index.IndexFile], version: str) -> index.IndexFile:
@@ -49,11 +47,7 @@ def fetch(tag: str, progress: Progress = no_progress) -> tuple[UpstreamFile, int
 
 
 def _check_record(record: bytes, data: bytes, wheel: str) -> None:
-    expected = None
-    for row in csv.reader(io.StringIO(record.decode("utf-8", errors="replace"))):
-        if row and row[0] == UPSTREAM_PATH:
-            expected = row[1]
-    if expected != record_digest(data):
+    if not matches_record(record, UPSTREAM_PATH, data):
         raise SourceUnavailable(
             f"{UPSTREAM_PATH} in {wheel} does not match the wheel's RECORD hash: "
             "the download is corrupt or tampered with; retry, or use --source git"
