@@ -32,11 +32,6 @@ class CapCheck:
     count: str  # the count compared, resolved through ``name = ...`` right before the check
     operator: str
     cap: str  # the code compared with, e.g. ``self.max_num_running_reqs``
-    line: int
-
-    @property
-    def question(self) -> str:
-        return f"`{self.count} {self.operator} {self.cap}`"
 
 
 def _dump(node: ast.AST) -> str:
@@ -69,7 +64,7 @@ def find(func: ast.FunctionDef) -> CapCheck | None:
                 continue
             count = _resolve(block, index, test.left)
             if count is not None and _dump(count) in counts:
-                found.append(CapCheck(ast.unparse(count), operator, ast.unparse(limit), stmt.lineno))
+                found.append(CapCheck(ast.unparse(count), operator, ast.unparse(limit)))
     return found[0] if len(found) == 1 else None
 
 

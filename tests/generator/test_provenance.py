@@ -139,7 +139,7 @@ def test_a_cap_check_of_an_unknown_shape_is_not_guessed() -> None:
 
 def test_differences_in_words() -> None:
     upstream = capcheck.CapCheck(
-        "len(self.running) + self.num_waiting_for_streaming_input", ">=", "self.max_num_active_reqs", 1
+        "len(self.running) + self.num_waiting_for_streaming_input", ">=", "self.max_num_active_reqs"
     )
     found = capcheck.differences(upstream, "len(self.running) + self.num_paused", "==", "self.max_num_running_reqs")
     assert [d.short for d in found] == [
