@@ -393,10 +393,10 @@ def bump(
     new_tag = validate_tag(new_tag, origin="NEW_TAG")
     sources = _sources(source, vllm_repo, module=path)
     old, new = sources.fetch(old_tag), sources.fetch(new_tag)
-    method_diff = pin_bump.method_diff(old, new)
     if plan_file is not None:
-        _write_plan(plan_file, _bump_plan(sources, old, new, method_diff))
+        _write_plan(plan_file, _bump_plan(sources, old, new))
         return
+    method_diff = pin_bump.method_diff(old, new)
     if not method_diff:
         click.echo(f"upstream Scheduler.schedule() is identical in {old_tag} and {new_tag}")
     else:
@@ -417,12 +417,15 @@ def bump(
     click.echo(f"pinned {new_tag} and wrote {output or DEFAULT_OUTPUT}; review, then commit both")
 
 
-def _bump_plan(sources: SourceOptions, old: UpstreamFile, new: UpstreamFile, method_diff: str) -> plan.Plan:
+def _bump_plan(sources: SourceOptions, old: UpstreamFile, new: UpstreamFile) -> plan.Plan:
     """The plan for a bump from ``old`` to ``new``: computed like the bump itself, written nowhere but the plan."""
     if new.tag == old.tag:
         return plan.up_to_date(old.tag)
     rows = [matrix_rows.row(tag, partial(sources.fetch, tag)) for tag in pin_bump.releases_between(old.tag, new.tag)]
+    method_diff = ""  # stays empty when upstream's schedule() cannot even be found to diff
     try:
+        # Inside: a release without Scheduler.schedule() is an issue to open, like a delta that fails.
+        method_diff = pin_bump.method_diff(old, new)
         reason = _seam_release(new)
         outcomes = () if reason is not None else pipeline.build_verified(new).outcomes
     except matrix_rows.PLANNED_ERRORS as error:

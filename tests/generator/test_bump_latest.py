@@ -276,3 +276,25 @@ def test_backticks_in_upstream_text_cannot_close_the_code_block() -> None:
     opening = next(line for line in body.splitlines() if line.endswith("diff"))
     assert opening == "`````diff"
     assert f"{opening}\n{diff}`````" in body
+
+
+def test_plan_for_a_release_without_schedule_describes_one_issue(
+    project: Path, plans: Path, local_index: dict[str, bytes], upstream_pinned: UpstreamFile
+) -> None:
+    # Upstream renamed the method: there is no schedule() to diff or patch, which is an issue to open
+    # (matrix files it as one), not a crash of the plan step.
+    publish(local_index, upstream_pinned.tag, upstream_pinned.data)
+    publish(local_index, BROKEN_TAG, upstream_pinned.data.replace(b"def schedule(", b"def schedule_step("))
+    before = snapshot(project)
+    path = plans / "plan.json"
+    result = run(project, "bump", "--latest", "--plan", str(path))
+    assert result.exit_code == 0, result.output
+    assert snapshot(project) == before
+    made = read_plan(path)
+    assert (made["tag"], made["action"], made["exit_code"]) == (BROKEN_TAG, "issue", 4)
+    failure = made["failure"]
+    assert isinstance(failure, dict)
+    assert (failure["error"], failure["delta"]) == ("UpstreamShapeError", None)
+    bumped = run(project, "bump", "--latest")
+    assert bumped.exit_code == 4
+    assert failure["message"] in one_error_line(bumped)
