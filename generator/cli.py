@@ -243,13 +243,6 @@ def _stale(shown: str, reason: str) -> DriftFound:
     return DriftFound(f"{shown} is stale: {reason}; run `make regen` to remove it")
 
 
-def _generate_verified(upstream: UpstreamFile) -> str:
-    text = pipeline.generate(upstream)
-    # Never write what the independent check rejects: a generator bug must not reach the tree.
-    verify.verify(text, upstream.text)
-    return text
-
-
 @main.command()
 @click.option("--tag", help="Release tag to generate from (default: the pin file).")
 @source_options
@@ -265,7 +258,7 @@ def regen(tag: str | None, source: str, vllm_repo: str | None, output: Path | No
             reason += f"; removed {output or DEFAULT_OUTPUT}"
         click.echo(reason)
         return
-    text = _generate_verified(upstream)
+    text = pipeline.build_verified(upstream).text
     write_all_or_nothing({path: text.encode()})
     click.echo(f"wrote {output or DEFAULT_OUTPUT} from vLLM {tag} (upstream sha256 {upstream.sha256[:12]})")
 
@@ -410,7 +403,7 @@ def bump(
         write_all_or_nothing({pin_path: f"{new_tag}\n".encode()})
         click.echo(f"pinned {new_tag}; {reason}, so {output or DEFAULT_OUTPUT} is removed; review, then commit")
         return
-    text = _generate_verified(new)
+    text = pipeline.build_verified(new).text
     # Module first, pin last: a kill between the two renames leaves the new module under the old pin,
     # a state `check` recognises and names the fix for (finish with `bump NEW_TAG`).
     write_all_or_nothing({path: text.encode(), pin_path: f"{new_tag}\n".encode()})

@@ -190,10 +190,10 @@ def test_version() -> None:
 
 def test_an_unexpected_exception_is_a_bug_with_its_own_code(fresh: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # No real defect is known, so one is planted: the pure core raising something untyped.
-    def defect(_: UpstreamFile) -> str:
+    def defect(_: UpstreamFile) -> pipeline.Generated:
         raise RuntimeError("planted defect")
 
-    monkeypatch.setattr(pipeline, "generate", defect)
+    monkeypatch.setattr(pipeline, "build", defect)
     before = snapshot(fresh)
     result = run(fresh, "regen")
     assert result.exit_code == 5
