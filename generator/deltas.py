@@ -218,6 +218,7 @@ class Delta:
             f"delta {self.number} ({self.title}) does not apply to {ctx.tag}: {self.looked_for} "
             f"in {CLASS_NAME}.{METHOD_NAME}() {what}; re-anchor it in generator/deltas.py "
             "or keep the current pin",
+            delta=self.number,
             detail=ctx.excerpt(near) or ctx.where_expected(),
         )
 

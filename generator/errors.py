@@ -27,6 +27,10 @@ class SourceUnavailable(PatchgenError):
 class DeltaDoesNotApply(PatchgenError):
     """A delta's anchor matched zero times or more than once in upstream ``schedule()``."""
 
+    def __init__(self, message: str, *, delta: int, detail: str = "") -> None:
+        super().__init__(message, detail=detail)
+        self.delta = delta  # which delta (1-3), for a plan's issue
+
 
 class UpstreamShapeError(PatchgenError):
     """Upstream no longer has the structure the generator relies on (class, method, import)."""

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from generator.deltas import Outcome
-from generator.errors import PatchgenError
+from generator.errors import DeltaDoesNotApply, PatchgenError
 from generator.matrix import Row
 from generator.pin import PIN_FILE
 from generator.refs import is_commit
@@ -194,10 +194,9 @@ def _plan(command: str, *, pinned: str | None, tag: str | None, outcome: str, ac
 
 
 def _failure_json(error: PatchgenError) -> dict[str, Any]:
-    number = re.match(r"delta (\d+) ", str(error))
     return {
         "error": type(error).__name__,
-        "delta": int(number.group(1)) if number else None,
+        "delta": error.delta if isinstance(error, DeltaDoesNotApply) else None,
         "message": str(error),
         "upstream_lines": error.detail,
     }
