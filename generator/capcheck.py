@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from generator.copy_forms import COUNT_TERMS
-from generator.deltas import LeaderAtCapFreezes
+from generator.deltas import LeaderAtCapFreezes, _shape_of, _shapes
 from generator.verify import is_break_if
 
 _LOOPS = (ast.For, ast.While)
@@ -34,21 +34,17 @@ class CapCheck:
     cap: str  # the code compared with, e.g. ``self.max_num_running_reqs``
 
 
-def _dump(node: ast.AST) -> str:
-    return ast.dump(node, include_attributes=False)
-
-
-def _blocks(func: ast.FunctionDef) -> Iterator[tuple[ast.AST, list[ast.stmt]]]:
+def _loop_bodies(func: ast.FunctionDef) -> Iterator[list[ast.stmt]]:
     for owner in ast.walk(func):
         if isinstance(owner, _LOOPS):
-            yield owner, owner.body
+            yield owner.body
 
 
 def find(func: ast.FunctionDef) -> CapCheck | None:
     """Upstream's running-cap break in the WAITING loop, when exactly one statement has a known shape."""
-    counts = {_dump(ast.parse(c, mode="eval").body) for c in LeaderAtCapFreezes.COUNTS}
+    counts = _shapes(LeaderAtCapFreezes.COUNTS)  # the generator's own shapes, parsed once
     found = []
-    for _, block in _blocks(func):
+    for block in _loop_bodies(func):
         for index, stmt in enumerate(block):
             if not (is_break_if(stmt) and isinstance(test := stmt.test, ast.Compare) and len(test.ops) == 1):  # type: ignore[attr-defined]
                 continue
@@ -63,7 +59,7 @@ def find(func: ast.FunctionDef) -> CapCheck | None:
             ):
                 continue
             count = _resolve(block, index, test.left)
-            if count is not None and _dump(count) in counts:
+            if count is not None and _shape_of(count) in counts:
                 found.append(CapCheck(ast.unparse(count), operator, ast.unparse(limit)))
     return found[0] if len(found) == 1 else None
 
@@ -146,6 +142,6 @@ def differences(theirs: CapCheck, count: str | None, operator: str, cap: str) ->
         out += [Difference("adds", "", t) for t in b if t not in a]
     if operator != theirs.operator:
         out.append(Difference("operator", theirs.operator, operator))
-    if _dump(ast.parse(cap, mode="eval").body) != _dump(ast.parse(theirs.cap, mode="eval").body):
+    if _shape_of(ast.parse(cap, mode="eval").body) != _shape_of(ast.parse(theirs.cap, mode="eval").body):
         out.append(Difference("cap", theirs.cap, cap))
     return out
