@@ -12,6 +12,7 @@ import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from generator.pin import version_of
 from generator.sources.base import UPSTREAM_PATH
 
 
@@ -27,6 +28,12 @@ def wheel_bytes(version: str, member: bytes, record_of: bytes) -> bytes:
 
 def wheel_name(version: str) -> str:
     return f"vllm-{version}-cp38-abi3-manylinux_2_28_x86_64.whl"
+
+
+def publish(index: dict[str, bytes], tag: str, data: bytes) -> None:
+    """Put release ``tag`` on a served index: a wheel holding ``data`` as scheduler.py, RECORD matching."""
+    version = version_of(tag)
+    index[wheel_name(version)] = wheel_bytes(version, data, data)
 
 
 @contextmanager

@@ -10,13 +10,19 @@ import git
 from generator.sources.base import UPSTREAM_PATH
 
 
+def set_identity(repo: git.Repo) -> None:
+    """A committer for repositories the tests write to (no global git configuration is assumed)."""
+    with repo.config_writer() as config:
+        config.set_value("user", "name", "test")
+        config.set_value("user", "email", "test@example.invalid")
+
+
 def build_vllm_repo(path: Path, releases: Sequence[tuple[str, bytes]], *, then: bytes | None = None) -> Path:
     """One commit and tag per (tag, scheduler.py bytes), in order, on ``main`` as vLLM's repository has it;
     ``then``: a later untagged commit on main."""
     repo = git.Repo.init(path, initial_branch="main")
+    set_identity(repo)
     with repo.config_writer() as config:
-        config.set_value("user", "name", "test")
-        config.set_value("user", "email", "test@example.invalid")
         config.set_value("uploadpack", "allowFilter", "true")  # lets file:// clones be blob-less
     target = path / UPSTREAM_PATH
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -14,21 +14,16 @@ import jsonschema
 import pytest
 
 from balance_dev.cli_run import one_error_line, run
-from balance_dev.package_index import wheel_bytes, wheel_name
+from balance_dev.package_index import publish
 from balance_dev.project_files import REPO_ROOT, snapshot
 from balance_dev.upstream_edits import without_cap_check
 from generator import pipeline, plan
-from generator.pin import PIN_FILE, version_of
+from generator.pin import PIN_FILE
 from generator.sources.base import UpstreamFile
 
 OUTPUT = Path("generated/balance_scheduler.py")
 SCHEMA = json.loads((REPO_ROOT / "generator/plan.schema.json").read_text())
 BROKEN_TAG = "v0.99.0"
-
-
-def publish(index: dict[str, bytes], tag: str, data: bytes) -> None:
-    version = version_of(tag)
-    index[wheel_name(version)] = wheel_bytes(version, data, data)
 
 
 def read_plan(path: Path) -> dict[str, object]:

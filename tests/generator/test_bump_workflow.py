@@ -20,13 +20,13 @@ import git
 import pytest
 
 from balance_dev import fake_gh
-from balance_dev.package_index import wheel_bytes, wheel_name
+from balance_dev.package_index import publish
 from balance_dev.project_files import REPO_ROOT
 from balance_dev.upstream_edits import without_cap_check
-from balance_dev.upstream_repo import build_vllm_repo
+from balance_dev.upstream_repo import build_vllm_repo, set_identity
 from balance_dev.workflow_run import WorkflowError, WorkflowRun, runner_env
 from generator import pipeline
-from generator.pin import PIN_FILE, version_of
+from generator.pin import PIN_FILE
 from generator.sources.base import UpstreamFile
 
 WORKFLOW = REPO_ROOT / ".github/workflows/bump.yml"
@@ -45,7 +45,7 @@ class GitHub:
         self.vllm_url = vllm_url
         self.days = 0
         source = git.Repo.init(root / "source", initial_branch="main")
-        _identity(source)
+        set_identity(source)
         for rel, data in project.items():
             (root / "source" / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / "source" / rel).write_bytes(data)
@@ -82,16 +82,6 @@ class GitHub:
         return run
 
 
-def _identity(repo: git.Repo) -> None:
-    with repo.config_writer() as config:
-        config.set_value("user", "name", "test")
-        config.set_value("user", "email", "test@example.invalid")
-
-
-def _publish(index: dict[str, bytes], tag: str, data: bytes) -> None:
-    index[wheel_name(version_of(tag))] = wheel_bytes(version_of(tag), data, data)
-
-
 @pytest.fixture
 def vllm_url(tmp_path_factory: pytest.TempPathFactory, upstream_pinned: UpstreamFile) -> str:
     path = build_vllm_repo(
@@ -111,8 +101,8 @@ def new_release(
     vllm_url: str,
 ) -> GitHub:
     """The project pinned one release back; the index has the pinned release too: a bump is due."""
-    _publish(local_index, upstream_older.tag, upstream_older.data)
-    _publish(local_index, upstream_pinned.tag, upstream_pinned.data)
+    publish(local_index, upstream_older.tag, upstream_older.data)
+    publish(local_index, upstream_pinned.tag, upstream_pinned.data)
     project = {PIN_FILE: f"{upstream_older.tag}\n".encode(), OUTPUT: pipeline.generate(upstream_older).encode()}
     return GitHub(tmp_path_factory.mktemp("github"), project, vllm_url)
 
@@ -149,7 +139,7 @@ def test_a_new_release_arrives_as_one_pull_request_updated_not_repeated(
 
     # A maintainer adds a commit to the branch; the next day's run keeps it and updates the text.
     maintainer = git.Repo.clone_from(str(github.bare), github.root / "maintainer", branch=pull_request["branch"])
-    _identity(maintainer)
+    set_identity(maintainer)
     (github.root / "maintainer" / "NOTES").write_text("adapted the runtime\n")
     maintainer.index.add(["NOTES"])
     maintainer.index.commit("maintainer's fix")
@@ -175,8 +165,8 @@ def test_a_new_release_arrives_as_one_pull_request_updated_not_repeated(
 def test_a_release_where_a_delta_fails_and_a_broken_main_each_keep_one_issue(
     tmp_path_factory: pytest.TempPathFactory, local_index: dict[str, bytes], upstream_pinned: UpstreamFile
 ) -> None:
-    _publish(local_index, upstream_pinned.tag, upstream_pinned.data)
-    _publish(local_index, "v0.99.0", without_cap_check(upstream_pinned.data))
+    publish(local_index, upstream_pinned.tag, upstream_pinned.data)
+    publish(local_index, "v0.99.0", without_cap_check(upstream_pinned.data))
     vllm = build_vllm_repo(
         tmp_path_factory.mktemp("vllm") / "vllm",
         [(upstream_pinned.tag, upstream_pinned.data)],
