@@ -14,13 +14,14 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from generator import __version__, pin_bump, pipeline, plan, verify
+from generator import __version__, adopt, pin_bump, pipeline, plan, verify
 from generator import check as drift
 from generator import matrix as matrix_rows
 from generator.atomic import is_same_file, require_regular_or_absent, write_all_or_nothing
 from generator.errors import (
     DeltaDoesNotApply,
     DriftFound,
+    EditDoesNotApply,
     FileRefused,
     PatchgenError,
     SourceUnavailable,
@@ -28,6 +29,7 @@ from generator.errors import (
     UsageError,
     VerificationFailed,
 )
+from generator.layout import Layout, detect, require_tree
 from generator.pin import PIN_FILE, is_release_tag, read_pin, validate_tag
 from generator.provenance import FIRST_RELEASE
 from generator.refs import MAIN_VERIFIED_FILE, read_main_verified, validate_ref
@@ -43,6 +45,7 @@ EXIT_CODES: tuple[tuple[type[PatchgenError], int], ...] = (
     (UsageError, 2),
     (SourceUnavailable, 3),
     (DeltaDoesNotApply, 4),
+    (EditDoesNotApply, 4),
     (UpstreamShapeError, 4),
 )
 
@@ -218,13 +221,36 @@ def _root() -> Path:
     return root
 
 
+def _layout() -> Layout:
+    """What the root holds (layout.detect), read once per command."""
+    meta = click.get_current_context().find_root().meta
+    if "balance_patchgen.layout" not in meta:
+        meta["balance_patchgen.layout"] = detect(_root())
+    found: Layout = meta["balance_patchgen.layout"]
+    return found
+
+
+def _pin_path() -> Path:
+    return _root() / _layout().pin
+
+
 def _pinned_or(tag: str | None) -> str:
-    return validate_tag(tag, origin="--tag") if tag is not None else read_pin(_root() / PIN_FILE)
+    return validate_tag(tag, origin="--tag") if tag is not None else read_pin(_pin_path())
+
+
+def _no_output_in_tree(output: Path | None) -> None:
+    if output is not None:
+        raise UsageError(
+            f"--output is for this project's generated module; {_layout().origin} says where each copy goes: "
+            "drop --output"
+        )
 
 
 def _output_path(output: Path | None) -> Path:
     path = _root() / (output or DEFAULT_OUTPUT)
     if not path.parent.is_dir():
+        if output is None and _root() != Path("."):
+            require_tree(_layout())  # a --root that is neither a tree nor this project's layout
         raise UsageError(f"output folder {path.parent} does not exist: create it or pass --output")
     if is_same_file(path, _root() / PIN_FILE):
         raise FileRefused(f"--output {path} is the pin file: pass the module's path (default {DEFAULT_OUTPUT})")
@@ -248,8 +274,11 @@ def _stale(shown: str, reason: str) -> DriftFound:
 @source_options
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help=f"Default: {DEFAULT_OUTPUT}.")
 def regen(tag: str | None, source: str, vllm_repo: str | None, output: Path | None) -> None:
-    """Generate for the pinned tag (or --tag) and write the module."""
+    """Generate for the pinned tag (or --tag) and write the module (in a tree: every copy it declares)."""
     tag = _pinned_or(tag)
+    if _layout().is_tree:
+        _no_output_in_tree(output)
+        return _tree_regen(_sources(source, vllm_repo).fetch(tag))
     path = _output_path(output)
     upstream = _sources(source, vllm_repo, module=path).fetch(tag)
     if (reason := _seam_release(upstream)) is not None:
@@ -271,6 +300,9 @@ def regen(tag: str | None, source: str, vllm_repo: str | None, output: Path | No
 def check_cmd(tag: str | None, source: str, vllm_repo: str | None, output: Path | None, fmt: str) -> None:
     """Regenerate in memory and compare with the committed module (exit 1 on drift)."""
     tag = _pinned_or(tag)
+    if _layout().is_tree:
+        _no_output_in_tree(output)
+        return _tree_check(_sources(source, vllm_repo).fetch(tag), fmt)
     path = _output_path(output)
     shown = str(output or DEFAULT_OUTPUT)
     upstream = _sources(source, vllm_repo, module=path).fetch(tag)
@@ -307,6 +339,8 @@ def _echo_diff(diff: str) -> None:
 def verify_cmd(file: Path | None, tag: str | None, source: str, vllm_repo: str | None) -> None:
     """Check independently that FILE's schedule() minus the deltas is upstream's."""
     tag = _pinned_or(tag)
+    if _layout().is_tree:
+        return _tree_verify(file, _sources(source, vllm_repo).fetch(tag))
     path = file if file is not None else _root() / DEFAULT_OUTPUT
     require_regular_or_absent(path, what="FILE")
     try:
@@ -367,9 +401,12 @@ def bump(
         raise click.MissingParameter(ctx=ctx, param=ctx.command.params[0], param_hint="'NEW_TAG'")
     if new_tag is not None and latest:
         raise UsageError(f"pass NEW_TAG or --latest, not both: `bump {new_tag}` or `bump --latest`")
-    pin_path = _root() / PIN_FILE
+    pin_path = _pin_path()
     old_tag = read_pin(pin_path)
-    path = _output_path(output)
+    tree_layout = _layout().is_tree
+    if tree_layout:
+        _no_output_in_tree(output)
+    path = _root() / DEFAULT_OUTPUT if tree_layout else _output_path(output)
     if plan_file is not None:
         plan_file = _plan_path(plan_file, path)
     if new_tag is None:
@@ -395,6 +432,8 @@ def bump(
     else:
         click.echo(f"upstream Scheduler.schedule() changed from {old_tag} to {new_tag}:")
         _echo_diff(method_diff)
+    if tree_layout:
+        return _tree_regen(new, pin=(pin_path, new_tag))
     if (reason := _seam_release(new)) is not None:
         # The module goes first, the pin last (as below): a kill between leaves a missing module
         # under the old pin, which `check` reports.
@@ -500,7 +539,7 @@ def seam_cmd(tag: str | None, source: str, vllm_repo: str | None, output: Path |
 
 
 @main.command()
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--tag", help="vLLM release the copy runs with (default: the pin file).")
 @click.option(
     "--since",
@@ -522,6 +561,10 @@ def migrate(file: Path, tag: str | None, since: str, source: str, vllm_repo: str
 
     tag = _pinned_or(tag)
     since = validate_tag(since, origin="--since")
+    if file is None:
+        if not _layout().is_tree:
+            raise UsageError("migrate needs FILE (the hand-kept copy), or --root a vllm-ascend tree")
+        file = _root() / _layout().balance().destination
     require_regular_or_absent(file, what="FILE")
     try:
         text = file.read_bytes().decode("utf-8")
@@ -538,3 +581,67 @@ def migrate(file: Path, tag: str | None, since: str, source: str, vllm_repo: str
             f"{len(report.extra_edits)} extra edits): regenerate it for {tag} and carry the extra edits elsewhere"
         )
     click.echo(f"{file}: replace it with the generated module (`make regen`); formatting differences need no review")
+
+
+# --- A consumer's tree (--root TREE): its copies are regions of its own files (generator/adopt.py).
+
+
+def _tree_regen(upstream: UpstreamFile, *, pin: tuple[Path, str] | None = None) -> None:
+    """Regenerate every copy the tree declares; write the files (and the pin, for bump) all or nothing."""
+    layout = _layout()
+    results = adopt.regenerate(layout, upstream)
+    for result in results:
+        for built in result.copies:
+            state = "regenerated" if built.changed else "already up to date:"
+            click.echo(f"{result.path}: {state} {built.spec.label} from vLLM {upstream.tag} ({built.summary})")
+            if built.outside:
+                click.echo(f"{result.path}: changed outside the copy, because vLLM {upstream.tag}'s copy needs it:")
+                _echo_diff(built.outside)
+            for note in built.notes:
+                click.echo(f"{result.path}: {note}")
+        for line in adopt.dropped_edits(result, upstream, _releases):
+            click.echo(f"{result.path}: {line}")
+    files = {layout.root / r.path: r.new.encode() for r in results if r.changed}
+    if pin is not None:
+        files[pin[0]] = f"{pin[1]}\n".encode()
+    write_all_or_nothing(files)
+    if pin is not None:
+        click.echo(f"pinned {pin[1]} and regenerated {len(layout.copies)} copies; review, then commit them together")
+
+
+def _releases() -> list[Any]:
+    """Every release since the first vllm-ascend carried, for migrate's scan (cached reads)."""
+    from generator.provenance import Release
+    from generator.sources.releases import released_tags
+
+    sources = _sources(SourceKind.AUTO.value, None)
+    return [Release(t, sources.fetch(t).text) for t in released_tags(FIRST_RELEASE)]
+
+
+def _tree_check(upstream: UpstreamFile, fmt: str) -> None:
+    layout = _layout()
+    found = adopt.drifts(adopt.regenerate(layout, upstream), upstream.tag)
+    if not found:
+        n = len(layout.copies)
+        click.echo(f"{n} cop{'ies' if n != 1 else 'y'} in {layout.root} up to date with vLLM {upstream.tag}")
+        return
+    for drift_found in found:
+        _echo_diff(drift_found.diff)
+        if len(found) > 1:
+            click.echo(f"balance-patchgen: drift: {drift_found.cause}", err=True)
+        if fmt == "github":
+            click.echo(f"::error file={drift_found.path}::{drift_found.cause}")
+    raise DriftFound(found[0].cause if len(found) == 1 else f"{len(found)} copies drifted (listed above)")
+
+
+def _tree_verify(file: Path | None, upstream: UpstreamFile) -> None:
+    layout = _layout()
+    spec = layout.balance()
+    path = file if file is not None else layout.root / spec.destination
+    require_regular_or_absent(path, what="FILE")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"cannot read {path} as UTF-8 text ({error}): pass the tree's patch file") from None
+    verified = verify.verify_copy(text, upstream.text, class_name=spec.dest_class)
+    click.echo(f"{path}: {spec.label} is upstream {upstream.tag} plus exactly {verified.summary}")

@@ -62,3 +62,13 @@ PAYLOADS = (
 
 # Words for a term of upstream's cap count that a copy's count lacks (shown as the code otherwise).
 COUNT_TERMS = {"self.num_waiting_for_streaming_input": "streaming slots"}
+
+
+def gate_form_names() -> tuple[str, ...]:
+    """The delta-2 forms a generated copy can be written in (a spec's ``gate_form``)."""
+    return tuple(f.name for f in FORMS if f.delta == 2)
+
+
+def gate_form(name: str) -> Form:
+    (form,) = [f for f in FORMS if f.delta == 2 and f.name == name]
+    return form

@@ -10,6 +10,7 @@ or re-anchoring a delta for newer tags is a change to this file (and to its twin
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -181,8 +182,8 @@ class CapCheck:
     check: str  # upstream's condition as written, for the header
     assigned: bool  # the count is ``name = <count>`` right before the check (0.25+), not inline
 
-    def gate(self) -> str:
-        return f"self.{LEADER_COUNT} {self.operator} self.{self.cap}"
+    def gate(self, leader: str = "") -> str:
+        return f"{leader or 'self.' + LEADER_COUNT} {self.operator} self.{self.cap}"
 
 
 # What the runtime base calls the leader's count, reduced once per gather (vllm_ascend/core).
@@ -289,13 +290,27 @@ class LeaderAtCapFreezes(Delta):
     OPERATORS: ClassVar[dict[type[ast.cmpop], str]] = {ast.Eq: "==", ast.GtE: ">="}
     CAPS = ("max_num_running_reqs", "max_num_active_reqs")
 
+    # The gate as code: GATE is the leader's count compared with upstream's cap. A consumer's tree keeps
+    # the form and the leader its own code already uses (copy_forms.py lists the forms); these are ours.
+    FORM = "if GATE:\n    break"
+    LEADER = f"self.{LEADER_COUNT}"
+
+    def __init__(self, form: str = FORM, leader: str = LEADER) -> None:
+        self.form, self.leader = form, leader
+
+    def gate_statements(self, cap: CapCheck) -> list[cst.BaseStatement]:
+        """The form's statements with GATE filled in, every line marked ``# balance delta 2``."""
+        lines = re.sub(r"\bGATE\b", lambda _: cap.gate(self.leader), self.form).splitlines()
+        marked = [
+            f"{line}  # balance delta 2{': leader at cap => global freeze' if n == 0 else ''}"
+            for n, line in enumerate(lines)
+        ]
+        return list(cst.parse_module("\n".join(marked) + "\n").body)
+
     def apply(self, method: cst.FunctionDef, ctx: DeltaContext) -> tuple[cst.FunctionDef, Outcome]:
         hit, cap = self.find(method, ctx)
-        gate = cst.parse_statement(
-            f"if {cap.gate()}:  # balance delta 2: leader at cap => global freeze\n    break  # balance delta 2\n"
-        )
         body = list(hit.block.body)
-        body.insert(hit.index + 1, gate)
+        body[hit.index + 1 : hit.index + 1] = self.gate_statements(cap)
         outcome = self._outcome(
             f"upstream's cap check: `{cap.check}`",
             f"gathered count (balance_running_count): `{cap.count}`",
@@ -503,12 +518,12 @@ class Patched:
         return cap
 
 
-def apply_all(method: cst.FunctionDef, ctx: DeltaContext) -> Patched:
+def apply_all(method: cst.FunctionDef, ctx: DeltaContext, deltas: Sequence[Delta] = DELTAS) -> Patched:
     if not isinstance(method.body, cst.IndentedBlock):
         raise UpstreamShapeError(f"{CLASS_NAME}.{METHOD_NAME} at {ctx.tag} is a one-line def: nothing to patch")
     ctx.method = method
     outcomes = []
-    for delta in DELTAS:
+    for delta in deltas:
         method, outcome = delta.apply(method, ctx)
         outcomes.append(outcome)
     return Patched(method, tuple(outcomes))

@@ -54,3 +54,15 @@ class FetchTimedOut(SourceUnavailable):
 
 class CacheMismatch(SourceUnavailable):
     """A cached or installed upstream file differs from the one the committed module was generated from."""
+
+
+class EditDoesNotApply(PatchgenError):
+    """A spec's edit found its anchor zero times or more than once in upstream's function."""
+
+    def __init__(self, message: str, *, spec: str, edit: str, detail: str = "") -> None:
+        super().__init__(message, detail=detail)
+        self.spec, self.edit = spec, edit
+
+
+class TreeRefused(UsageError):
+    """A consumer's tree cannot be worked on as asked: no pin, no copy where the spec says, an unknown form."""

@@ -30,18 +30,18 @@ def parse(text: str, tag: str) -> cst.Module:
         ) from None
 
 
-def extract(module: cst.Module, tag: str) -> Extracted:
-    classes = [s for s in module.body if isinstance(s, cst.ClassDef) and s.name.value == CLASS_NAME]
+def extract(module: cst.Module, tag: str, class_name: str = CLASS_NAME, method_name: str = METHOD_NAME) -> Extracted:
+    classes = [s for s in module.body if isinstance(s, cst.ClassDef) and s.name.value == class_name]
     if len(classes) != 1:
         raise UpstreamShapeError(
-            f"expected one top-level class {CLASS_NAME} in {UPSTREAM_PATH} at {tag}, found {len(classes)}: "
+            f"expected one top-level class {class_name} in {UPSTREAM_PATH} at {tag}, found {len(classes)}: "
             "the generator must be taught where the scheduler moved"
         )
     cls = classes[0]
-    methods = [s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == METHOD_NAME]
+    methods = [s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == method_name]
     if len(methods) != 1:
         raise UpstreamShapeError(
-            f"expected one {CLASS_NAME}.{METHOD_NAME} at {tag}, found {len(methods)}: "
+            f"expected one {class_name}.{method_name} at {tag}, found {len(methods)}: "
             "the generator must be taught the new shape"
         )
     return Extracted(module=module, cls=cls, method=methods[0])

@@ -9,7 +9,7 @@ before it, and requires the same operator, the same cap, and a gathered count eq
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from generator.errors import VerificationFailed
@@ -139,15 +139,15 @@ class Verified:
         return f"balance deltas 1, 2{self.queue_note}"
 
 
-def _leader_gate(gen: ast.FunctionDef) -> _Located:
-    leader = _dump(ast.parse(LEADER, mode="eval").body)
+def _leader_gate(gen: ast.FunctionDef, leaders: tuple[str, ...] = (LEADER,)) -> _Located:
+    wanted = {_dump(ast.parse(code, mode="eval").body) for code in leaders}
     gates = [
         s
         for s in _statements(gen)
         if is_break_if(s.node)
         and isinstance(test := s.node.test, ast.Compare)  # type: ignore[attr-defined]
         and len(test.ops) == 1
-        and _dump(test.left) == leader
+        and _dump(test.left) in wanted
     ]
     return _exactly_once(gates, "delta 2 (leader-at-cap gate)")
 
@@ -253,13 +253,57 @@ def _delta3_not_needed(up: ast.FunctionDef) -> str:
     )
 
 
-def verify(generated: str, upstream: str) -> Verified:
+# A consumer's tree gathers into its own state (vllm-ascend: a list of per-rank tensors) and says what
+# each rank sends in its own gather method: the leader as its gate reads it, and where the count is.
+TREE_LEADERS = (LEADER, "max(t.item() for t in self.balance_queue)")
+_TREE_GATHER = "balance_gather"
+
+
+def verify_copy(text: str, upstream: str, *, class_name: str) -> Verified:
+    """``verify`` for a copy kept in a consumer's file: its class's ``schedule()``, its own gather's count."""
+    return verify(text, upstream, class_name=class_name, leaders=TREE_LEADERS, count_check=_check_tree_payload)
+
+
+def _check_tree_payload(tree: ast.Module, count: ast.expr, class_name: str | None) -> None:
+    """The tree's gather sends upstream's count: ``torch.tensor([<count>], ...)`` in its gather method."""
+    sent = [
+        node.args[0].elts[0]
+        for cls in tree.body
+        if isinstance(cls, ast.ClassDef) and cls.name == class_name
+        for method in cls.body
+        if isinstance(method, ast.FunctionDef) and method.name in (_TREE_GATHER, COUNT_METHOD)
+        for node in ast.walk(method)
+        if isinstance(node, ast.Call)
+        and ast.unparse(node.func) == "torch.tensor"
+        and node.args
+        and isinstance(node.args[0], ast.List)
+        and len(node.args[0].elts) == 1
+    ]
+    if not sent:
+        _check_count_method(tree, count)  # the generated module's form: balance_running_count()
+        return
+    if len(sent) != 1 or _dump(sent[0]) != _dump(count):
+        shown = ", ".join(f"`{ast.unparse(n)}`" for n in sent)
+        raise VerificationFailed(
+            f"{class_name}.{_TREE_GATHER}() sends {shown} but upstream's cap check counts `{ast.unparse(count)}`: "
+            "run `balance-patchgen --root . regen`"
+        )
+
+
+def verify(
+    generated: str,
+    upstream: str,
+    *,
+    class_name: str | None = None,
+    leaders: tuple[str, ...] = (LEADER,),
+    count_check: Callable[[ast.Module, ast.expr, str | None], None] | None = None,
+) -> Verified:
     """Raise VerificationFailed with the first disagreement; say what was verified otherwise."""
     try:
         gen_tree = ast.parse(generated)
     except SyntaxError as exc:
         raise VerificationFailed(f"generated file does not parse (line {exc.lineno}): {_REGEN}") from None
-    gen = _method(gen_tree, None)
+    gen = _method(gen_tree, class_name)
     up = _method(ast.parse(upstream), UPSTREAM_CLASS)
 
     # Delta 1: first statement of the body, forwarding exactly upstream's parameters.
@@ -267,9 +311,12 @@ def verify(generated: str, upstream: str) -> Verified:
     if d1.block is not gen.body or d1.index != 0:
         raise VerificationFailed(f"delta 1 is not the first statement of schedule(): {_REGEN}")
     # Delta 2: right after upstream's own cap check, same operator and cap, upstream's count gathered.
-    d2 = _leader_gate(gen)
+    d2 = _leader_gate(gen, leaders)
     count, check = _upstream_count(d2)
-    _check_count_method(gen_tree, count)
+    if count_check is None:
+        _check_count_method(gen_tree, count)
+    else:
+        count_check(gen_tree, count, class_name)
     # Delta 3: where upstream asserts; not needed where upstream breaks on an empty queue itself.
     gen_breaks = _find(gen, _QUEUE_BREAK)
     up_asserts = _find(up, _QUEUE_ASSERT)
@@ -283,7 +330,8 @@ def verify(generated: str, upstream: str) -> Verified:
         if gen_breaks:
             raise VerificationFailed(f"delta 3 is present but upstream has no assert for it to replace: {_REGEN}")
         queue_note = _delta3_not_needed(up)
-        _check_header_says_not_needed(generated)
+        if class_name is None:  # the generated module's header; a tree's marker says it on its edits line
+            _check_header_says_not_needed(generated)
 
     # Text: drop delta 1/2 lines, mask delta 3 and upstream's assert, then compare line by line.
     gen_text = _text(generated, gen, drop=_span(d1.node) | _span(d2.node), mask=_span(d3.node) if d3 else set())
