@@ -71,6 +71,8 @@ def dropped_edits(result: FileResult, upstream: UpstreamFile, releases: Callable
     for built in result.copies:
         if not (built.spec.is_balance and built.changed):
             continue
+        if region.locate(built.old, built.spec, str(result.path)).marked:
+            continue  # a generated copy carries no extra edits (a hand edit in it is `check`'s to report)
         report = migrate.judge(result.old, upstream.tag, upstream.text, releases)
         if report.replaceable:
             continue

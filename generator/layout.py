@@ -35,6 +35,7 @@ SPEC_FILE = Path("balance-patchgen.toml")
 # vllm-ascend's layout (read from its source tree, 0.13.0rc1 on): the balance copy lives here.
 VLLM_ASCEND_PATCH = Path("vllm_ascend/patch/platform/patch_balance_schedule.py")
 VLLM_ASCEND_CLASS = "BalanceScheduler"
+PROJECT_MODULE = Path("generated/balance_scheduler.py")
 BALANCE = "balance"  # the Python edits named by a spec's `python = "balance"`
 _KINDS = ("before", "after", "instead")
 
@@ -112,7 +113,9 @@ def detect(root: Path) -> Layout:
     if (root / SPEC_FILE).is_file():
         return load(root)
     patch = root / VLLM_ASCEND_PATCH
-    if patch.is_file() and _defines_method(patch, VLLM_ASCEND_CLASS, "schedule"):
+    # This project has the same patch file (a reference runtime importing generated/): that is no copy.
+    ours = (root / PROJECT_MODULE).is_file() and not _defines_method(patch, VLLM_ASCEND_CLASS, "schedule")
+    if patch.is_file() and not ours:
         return load_text(_known(BUILT_IN), root, "vllm-ascend", f"vllm-ascend's layout (built in: {BUILT_IN})")
     return Layout(root, "project", "this project's layout")
 

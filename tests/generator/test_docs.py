@@ -51,7 +51,7 @@ def test_each_exit_code_row_names_the_failures_mapped_to_it() -> None:
     rows = {int(r[0]): r[1] for r in _table_rows(_section(REPO_ROOT / "docs/cli.md", "## Exit codes"))}
     words = {"DriftFound": "drift", "VerificationFailed": "verification failed", "UsageError": "usage"}
     words |= {"SourceUnavailable": "upstream source unavailable", "DeltaDoesNotApply": "a delta no longer applies"}
-    words |= {"UpstreamShapeError": "upstream lost the shape"}
+    words |= {"UpstreamShapeError": "upstream lost the shape", "EditDoesNotApply": "a spec's edit no longer applies"}
     for error, code in cli.EXIT_CODES:
         assert words[error.__name__] in rows[code], (error.__name__, code)
 
