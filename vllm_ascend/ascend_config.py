@@ -3,6 +3,12 @@
 Balance scheduling is switched on by
 ``additional_config={"scheduler_config": {"enable_balance_scheduling": True}}`` (the legacy
 top-level ``enable_balance_scheduling`` key is still accepted). There is no environment variable.
+
+Where the answer comes from, in the seed's order (vllm-ascend's too): the initialized AscendConfig;
+before it is initialized (the start-up window), ``additional_config``: the nested key first, then
+the top-level one. Stricter than vllm-ascend on purpose: a ``scheduler_config`` that is neither a
+dict nor null, or a switch that is not a bool, is refused at start-up, because ignoring a mistyped
+setting silently runs the other mode on that rank (issue: ranks must agree on balance).
 """
 
 from __future__ import annotations
@@ -50,11 +56,8 @@ def parse_additional_config(additional_config: Mapping[str, Any] | None) -> Asce
     for where, value in (("scheduler_config.enable_balance_scheduling", nested), ("enable_balance_scheduling", legacy)):
         if value is not None and not isinstance(value, bool):
             raise AscendConfigError(f"additional_config {where} must be true or false, got {value!r}")
-    if nested is not None and legacy is not None and nested != legacy:
-        raise AscendConfigError(
-            "additional_config sets enable_balance_scheduling twice with different values: "
-            "keep only scheduler_config.enable_balance_scheduling"
-        )
+    # The seed's order (and vllm-ascend's): the nested key, then the legacy top-level one. A legacy key
+    # left beside the nested one is the leftover of a migration, not a conflict to refuse.
     enabled = bool(nested if nested is not None else legacy)
     allow_mismatch = scheduler.get("balance_allow_vllm_mismatch", False)
     if not isinstance(allow_mismatch, bool):

@@ -25,6 +25,11 @@ from vllm_ascend.platform import check_and_update_config
         ({"scheduler_config": {"enable_balance_scheduling": False}}, False),
         ({"scheduler_config": {}}, False),
         ({"enable_balance_scheduling": True}, True),  # legacy top-level key
+        # The nested key wins over the legacy one, whichever way they disagree.
+        ({"scheduler_config": {"enable_balance_scheduling": False}, "enable_balance_scheduling": True}, False),
+        ({"scheduler_config": {"enable_balance_scheduling": True}, "enable_balance_scheduling": False}, True),
+        ({"scheduler_config": None, "enable_balance_scheduling": True}, True),  # a null section falls through
+        ({"scheduler_config": {}, "enable_balance_scheduling": True}, True),
     ],
 )
 def test_the_switch_is_read_from_additional_config(additional: dict | None, enabled: bool) -> None:
@@ -37,7 +42,6 @@ def test_the_switch_is_read_from_additional_config(additional: dict | None, enab
         ({"scheduler_config": {"enable_balance_scheduling": "true"}}, "must be true or false, got 'true'"),
         ({"scheduler_config": {"enable_balance_scheduling": 1}}, "must be true or false"),
         ({"scheduler_config": ["enable_balance_scheduling"]}, "must be a dict, got list"),
-        ({"enable_balance_scheduling": True, "scheduler_config": {"enable_balance_scheduling": False}}, "twice"),
         (
             {"scheduler_config": {"enable_balance_scheduling": True}, "profiling_chunk_config": {"enabled": True}},
             "mutually exclusive",
@@ -89,3 +93,18 @@ def test_pd_mixed_roles_are_accepted() -> None:
     # Balance off: any role is fine.
     producer = KVTransferConfig(kv_connector="ExampleConnector", kv_role="kv_producer")
     check_and_update_config(make_vllm_config(additional_config=balance_config(False), kv_transfer_config=producer))
+
+
+def test_an_initialized_ascend_config_wins_over_additional_config() -> None:
+    """The seed's order: AscendConfig first; additional_config only before it is initialized."""
+    on = make_vllm_config(additional_config={"scheduler_config": {"enable_balance_scheduling": True}})
+    off = make_vllm_config(additional_config={"scheduler_config": {"enable_balance_scheduling": False}})
+    assert balance_scheduling_enabled(off) is False  # start-up window: nothing initialized yet
+    init_ascend_config(on)
+    try:
+        assert balance_scheduling_enabled(off) is True
+    finally:
+        from vllm_ascend.ascend_config import clear_ascend_config
+
+        clear_ascend_config()
+    assert balance_scheduling_enabled(off) is False
