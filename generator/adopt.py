@@ -45,9 +45,17 @@ def read(layout: Layout, path: Path) -> str:
         raise TreeRefused(f"{path} is not UTF-8 text (byte {exc.start}): fix the file") from None
 
 
+def present(layout: Layout, spec: CopySpec) -> bool:
+    """Whether the tree holds the copy; an optional copy it lacks is skipped, any other must be there."""
+    if not spec.optional:
+        return True
+    path = layout.root / spec.destination
+    return path.is_file() and f"class {spec.dest_class}" in path.read_text(encoding="utf-8", errors="replace")
+
+
 def regenerate(layout: Layout, upstream: UpstreamFile, copies: Sequence[CopySpec] | None = None) -> list[FileResult]:
     """Each destination file with its copies regenerated from ``upstream`` (in the layout's order)."""
-    chosen = list(layout.copies if copies is None else copies)
+    chosen = [c for c in (layout.copies if copies is None else copies) if present(layout, c)]
     files: dict[Path, list[CopySpec]] = {}
     for spec in chosen:
         files.setdefault(spec.destination, []).append(spec)

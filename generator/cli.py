@@ -225,10 +225,14 @@ def _layout() -> Layout:
     """What the root holds (layout.detect), read once per command."""
     meta = click.get_current_context().find_root().meta
     if "balance_patchgen.layout" not in meta:
-        found = detect(_root())
-        if not found.is_tree and not (_root() / PIN_FILE).exists() and not (_root() / DEFAULT_OUTPUT).parent.is_dir():
-            require_tree(found)  # a --root holding nothing the tool knows: say so, not "no pin file"
-        meta["balance_patchgen.layout"] = found
+        detected = detect(_root())
+        if (
+            not detected.is_tree
+            and not (_root() / PIN_FILE).exists()
+            and not (_root() / DEFAULT_OUTPUT).parent.is_dir()
+        ):
+            require_tree(detected)  # a --root holding nothing the tool knows: say so, not "no pin file"
+        meta["balance_patchgen.layout"] = detected
     found: Layout = meta["balance_patchgen.layout"]
     return found
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import ast
 import difflib
-from collections.abc import Sequence
+import re
+import textwrap
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -34,8 +36,6 @@ def check_statements(code: str, where: str) -> None:
 
 
 def _dedent(code: str) -> str:
-    import textwrap
-
     return textwrap.dedent(code.strip("\n")) + "\n"
 
 
@@ -53,20 +53,130 @@ class Applied:
     first_line: str  # the anchor's first line in upstream, for reports
 
 
-def _matches(module: cst.Module, method: cst.FunctionDef, edit: Edit) -> list[tuple[Hit, int]]:
+@dataclass(frozen=True)
+class _Match:
+    hit: Hit
+    size: int
+    captures: dict[str, astpattern.Captured]
+    codes: tuple[str, ...]  # each matched statement's own text (the captures' positions are in these)
+
+
+def _matches(module: cst.Module, method: cst.FunctionDef, edit: Edit) -> list[_Match]:
     size = len(astpattern.statements(_dedent(edit.anchor)))
     first = type(astpattern.statements(_dedent(edit.anchor))[0])
     found = []
     for owner, block, path in _blocks(method):
+        codes = [module.code_for_node(s).strip("\n") + "\n" for s in block.body]
         nodes = [_as_ast(module, s) for s in block.body]
         for index, node in enumerate(nodes):
             # Only statements of the anchor's first kind can start a match (cheap next to matching).
             if not isinstance(node, first) or None in nodes[index : index + size]:
                 continue
             run = [n for n in nodes[index : index + size] if n is not None]
-            if astpattern.match_run(_dedent(edit.anchor), run, 0) is not None:
-                found.append((Hit(owner, block, index, (*path, block)), size))
+            captures = astpattern.match_run(_dedent(edit.anchor), run, 0)
+            if captures is not None:
+                hit = Hit(owner, block, index, (*path, block))
+                found.append(_Match(hit, size, captures, tuple(codes[index : index + size])))
     return found
+
+
+def _segment(match: _Match, captured: astpattern.Captured) -> str:
+    """Upstream's own text of what a placeholder captured (a run of statements: whole lines, comments kept)."""
+    nodes = captured if isinstance(captured, list) else [captured]
+    if not nodes:
+        return ""
+    for code in match.codes:
+        tree = ast.parse(code)
+        for parent in ast.walk(tree):
+            for name in ("body", "orelse", "finalbody"):
+                block = getattr(parent, name, None)
+                if isinstance(block, list) and _same_run(block, nodes):
+                    lines = code.splitlines(keepends=True)
+                    start = _header_end(code, parent) if name == "body" and parent is not tree else _line(nodes[0]) - 1
+                    return "".join(lines[start : getattr(nodes[-1], "end_lineno", None)])
+        text = _span(code, nodes)
+        if text is not None:
+            return text
+    return ast.unparse(nodes[0]) if len(nodes) == 1 else ", ".join(ast.unparse(n) for n in nodes)
+
+
+def _line(node: ast.AST) -> int:
+    return int(getattr(node, "lineno", 1))
+
+
+def _same_run(block: list[ast.AST], nodes: Sequence[ast.AST]) -> bool:
+    return len(block) == len(nodes) and all(ast.dump(a) == ast.dump(b) for a, b in zip(block, nodes, strict=True))
+
+
+def _header_end(code: str, parent: ast.AST) -> int:
+    """Where a compound statement's body text starts: the line after its header's colon (0-based).
+
+    The header's last expression can end before closing parentheses (ast positions leave them out),
+    so the colon is looked for from there on, past brackets and comments.
+    """
+    parts = [getattr(parent, f, None) for f in ("test", "iter", "target", "items", "subject")]
+    nodes = [n for p in parts if p is not None for n in (p if isinstance(p, list) else [p])]
+    ends = [(int(n.end_lineno), int(n.end_col_offset)) for n in nodes if getattr(n, "end_lineno", None)]
+    body = getattr(parent, "body")  # noqa: B009 - only compound statements reach here
+    if not ends:
+        return int(body[0].lineno) - 1
+    line, col = max(ends)
+    lines = code.splitlines(keepends=True)
+    rest = lines[line - 1].encode()[col:].decode()
+    for n, text in enumerate([rest, *lines[line:]]):
+        bare = text.split("#", 1)[0]
+        if ":" in bare:
+            return line + n
+    return int(body[0].lineno) - 1
+
+
+def _span(code: str, nodes: Sequence[ast.AST]) -> str | None:
+    first, last = nodes[0], nodes[-1]
+    if not hasattr(first, "lineno") or not hasattr(last, "end_lineno"):
+        return None
+    line, col = int(first.lineno), int(first.col_offset)  # type: ignore[attr-defined]
+    end_line, end_col = int(last.end_lineno), int(last.end_col_offset)  # type: ignore[attr-defined]
+    lines = code.splitlines(keepends=True)
+    text = "".join(lines[line - 1 : end_line])
+    # ast columns are UTF-8 byte offsets
+    start = len(lines[line - 1].encode()[:col].decode())
+    cut = len(text) - len(lines[end_line - 1]) + len(lines[end_line - 1].encode()[:end_col].decode())
+    segment = text[start:cut]
+    # The captured text must be the same code: otherwise a position was off, and guessing is not allowed.
+    try:
+        ok = [ast.dump(n) for n in nodes] == [ast.dump(n) for n in _reparse(segment, nodes)]
+    except SyntaxError:
+        ok = False
+    return segment if ok else None
+
+
+def _reparse(segment: str, nodes: Sequence[ast.AST]) -> list[ast.AST]:
+    if isinstance(nodes[0], ast.keyword):
+        return list(ast.parse(f"f({segment})", mode="eval").body.keywords)  # type: ignore[attr-defined]
+    if isinstance(nodes[0], ast.stmt):
+        return list(ast.parse(textwrap.dedent(segment)).body)
+    return list(ast.parse(f"f({segment})", mode="eval").body.args)  # type: ignore[attr-defined]
+
+
+def _statements_at(text: str) -> Callable[[re.Match[str]], str]:
+    """Upstream's statements at the placeholder line's indentation."""
+    return lambda m: textwrap.indent(textwrap.dedent(text), m[1]).rstrip("\n")
+
+
+def _literal(text: str) -> Callable[[re.Match[str]], str]:
+    return lambda _: text
+
+
+def _substitute(code: str, match: _Match) -> str:
+    """The edit's code with each placeholder it shares with the anchor replaced by upstream's captured text."""
+    out = _dedent(code)
+    for name, captured in sorted(match.captures.items(), key=lambda kv: -len(kv[0])):
+        text = _segment(match, captured)
+        if isinstance(captured, list) and captured and isinstance(captured[0], ast.stmt):
+            out = re.sub(rf"^([ \t]*){name}[ \t]*$", _statements_at(text), out, flags=re.M)
+        else:
+            out = re.sub(rf"\*{{0,2}}\b{name}\b", _literal(text), out)
+    return out
 
 
 def _numbered(text: str, center: int, around: int = 5) -> str:
@@ -100,7 +210,8 @@ def apply(
     method_text = module.code_for_node(method)
     applied = []
     for edit in spec.edits:
-        hits = _matches(module, method, edit)
+        found = _matches(module, method, edit)
+        hits = [(m.hit, m.size) for m in found]
         if len(hits) != 1:
             what = "not found" if not hits else f"found {len(hits)} times (ambiguous)"
             first = _dedent(edit.anchor).splitlines()[0].strip()
@@ -111,15 +222,29 @@ def apply(
                 edit=edit.name,
                 detail=_where_expected(upstream_text, method_text, edit, hits),
             )
-        ((hit, size),) = hits
-        method = _applied(method, hit, size, edit)
-        applied.append(Applied(edit, cst.Module(body=[]).code_for_node(hit.stmt).strip().splitlines()[0]))
+        (match,) = found
+        method = _applied(method, match, edit)
+        applied.append(Applied(edit, cst.Module(body=[]).code_for_node(match.hit.stmt).strip().splitlines()[0]))
     return method, tuple(applied)
 
 
-def _applied(method: cst.FunctionDef, hit: Hit, size: int, edit: Edit) -> cst.FunctionDef:
+def _unindented_blanks(stmt: cst.BaseStatement) -> cst.BaseStatement:
+    """A blank line between the edit's statements stays empty (libcst would indent it to the block)."""
+    lines = getattr(stmt, "leading_lines", None)
+    if not lines:
+        return stmt
+    blank = [line.with_changes(indent=False) if line.comment is None else line for line in lines]
+    return stmt.with_changes(leading_lines=blank)
+
+
+def _applied(method: cst.FunctionDef, match: _Match, edit: Edit) -> cst.FunctionDef:
+    hit, size = match.hit, match.size
     body = list(hit.block.body)
-    new = list(cst.parse_module(_dedent(edit.code)).body) if edit.code.strip() else []
+    new = (
+        [_unindented_blanks(st) for st in cst.parse_module(_substitute(edit.code, match)).body]
+        if edit.code.strip()
+        else []
+    )
     if edit.kind == "before":
         body[hit.index : hit.index] = new
     elif edit.kind == "after":

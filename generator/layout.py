@@ -62,6 +62,7 @@ class CopySpec:
     edits: tuple[Edit, ...] = ()
     gate_form: str | None = None  # balance only: the delta-2 form (copy_forms.FORMS); None: the copy's own
     upstream_file: str = UPSTREAM_PATH
+    optional: bool = False  # skipped (and said so) where the tree has no such file or class
 
     @property
     def label(self) -> str:
@@ -207,7 +208,7 @@ def _qualified(value: str, key: str, where: str) -> tuple[str, str, str]:
 def _copy(entry: object, where: str) -> CopySpec:
     if not isinstance(entry, dict):
         raise UsageError(f"{where} must be a table: see docs/copies.md")
-    _only(entry, {"name", "upstream", "destination", "python", "gate_form", "edit"}, where)
+    _only(entry, {"name", "upstream", "destination", "python", "gate_form", "edit", "optional"}, where)
     name = _str(entry, "name", where)
     up_file, up_cls, up_method = _qualified(_str(entry, "upstream", where), "upstream", where)
     if up_file != UPSTREAM_PATH:
@@ -231,6 +232,9 @@ def _copy(entry: object, where: str) -> CopySpec:
     if not isinstance(raw_edits, list):
         raise UsageError(f"{where}: edit must be an array of tables ([[copy.edit]])")
     edits = tuple(_edit(e, f"{where} edit #{n}") for n, e in enumerate(raw_edits, 1))
+    optional = entry.get("optional", False)
+    if not isinstance(optional, bool):
+        raise UsageError(f"{where}: optional must be true or false")
     if python is None and not edits:
         raise UsageError(f"{where}: declares no edits: add [[copy.edit]] tables or python = {BALANCE!r}")
     return CopySpec(
@@ -243,6 +247,7 @@ def _copy(entry: object, where: str) -> CopySpec:
         python=python,
         edits=edits,
         gate_form=gate_form,
+        optional=optional,
     )
 
 
