@@ -599,6 +599,9 @@ def _tree_regen(upstream: UpstreamFile, *, pin: tuple[Path, str] | None = None) 
     results = adopt.regenerate(layout, upstream)
     for result in results:
         for built in result.copies:
+            if built.spec.hand_kept:
+                click.echo(f"{result.path}: {built.spec.label} is {built.summary}")
+                continue
             state = "regenerated" if built.changed else "already up to date:"
             click.echo(f"{result.path}: {state} {built.spec.label} from vLLM {upstream.tag} ({built.summary})")
             if built.outside:
@@ -627,7 +630,12 @@ def _releases() -> list[Any]:
 
 def _tree_check(upstream: UpstreamFile, fmt: str) -> None:
     layout = _layout()
-    found = adopt.drifts(adopt.regenerate(layout, upstream), upstream.tag)
+    results = adopt.regenerate(layout, upstream)
+    for result in results:
+        for built in result.copies:
+            if built.spec.hand_kept:  # never fails the gate, never silent either
+                click.echo(f"{result.path}: {built.spec.label} is {built.summary}")
+    found = adopt.drifts(results, upstream.tag)
     if not found:
         n = len(layout.copies)
         click.echo(f"{n} cop{'ies' if n != 1 else 'y'} in {layout.root} up to date with vLLM {upstream.tag}")

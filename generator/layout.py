@@ -63,6 +63,9 @@ class CopySpec:
     gate_form: str | None = None  # balance only: the delta-2 form (copy_forms.FORMS); None: the copy's own
     upstream_file: str = UPSTREAM_PATH
     optional: bool = False  # skipped (and said so) where the tree has no such file or class
+    # Kept by hand (its edits cannot be data yet): never rewritten; regen and check say how far it is
+    # from upstream at the pin, statement by statement, so its drift stays visible.
+    hand_kept: bool = False
 
     @property
     def label(self) -> str:
@@ -208,7 +211,7 @@ def _qualified(value: str, key: str, where: str) -> tuple[str, str, str]:
 def _copy(entry: object, where: str) -> CopySpec:
     if not isinstance(entry, dict):
         raise UsageError(f"{where} must be a table: see docs/copies.md")
-    _only(entry, {"name", "upstream", "destination", "python", "gate_form", "edit", "optional"}, where)
+    _only(entry, {"name", "upstream", "destination", "python", "gate_form", "edit", "optional", "hand_kept"}, where)
     name = _str(entry, "name", where)
     up_file, up_cls, up_method = _qualified(_str(entry, "upstream", where), "upstream", where)
     if up_file != UPSTREAM_PATH:
@@ -232,10 +235,12 @@ def _copy(entry: object, where: str) -> CopySpec:
     if not isinstance(raw_edits, list):
         raise UsageError(f"{where}: edit must be an array of tables ([[copy.edit]])")
     edits = tuple(_edit(e, f"{where} edit #{n}") for n, e in enumerate(raw_edits, 1))
-    optional = entry.get("optional", False)
-    if not isinstance(optional, bool):
-        raise UsageError(f"{where}: optional must be true or false")
-    if python is None and not edits:
+    optional, hand_kept = entry.get("optional", False), entry.get("hand_kept", False)
+    if not isinstance(optional, bool) or not isinstance(hand_kept, bool):
+        raise UsageError(f"{where}: optional and hand_kept must be true or false")
+    if hand_kept and (python is not None or edits):
+        raise UsageError(f"{where}: a hand_kept copy declares no edits (it is never rewritten): drop one of them")
+    if python is None and not edits and not hand_kept:
         raise UsageError(f"{where}: declares no edits: add [[copy.edit]] tables or python = {BALANCE!r}")
     return CopySpec(
         name=name,
@@ -248,6 +253,7 @@ def _copy(entry: object, where: str) -> CopySpec:
         edits=edits,
         gate_form=gate_form,
         optional=optional,
+        hand_kept=hand_kept,
     )
 
 

@@ -118,8 +118,30 @@ def _gate_form(spec: CopySpec, where: region.Region, shown: str) -> tuple[str, l
     return _old_form(where.method, spec, shown)
 
 
+def hand_kept(spec: CopySpec, upstream: UpstreamFile, text: str, shown: str) -> Built:
+    """A copy kept by hand: unchanged, with how many statements it differs from upstream's at the tag."""
+    from generator import provenance
+
+    where = region.locate(text, spec, shown)
+    module = extract.parse(upstream.text, upstream.tag)
+    extract.extract(module, upstream.tag, spec.upstream_class, spec.upstream_method)  # it must still exist
+    mine = provenance.reduce(where.method)
+    theirs = provenance.reduce(
+        provenance.methods_named(ast.parse(upstream.text), spec.upstream_class, spec.upstream_method)[0]
+    )
+    edits_found = provenance.edits(mine, theirs)
+    n = sum(e.statements for e in edits_found)
+    summary = (
+        f"hand-kept, {n} statement{'s' * (n != 1)} from upstream {upstream.tag}'s "
+        f"{spec.upstream_class}.{spec.upstream_method} in {len(edits_found)} runs (not rewritten)"
+    )
+    return Built(spec, text, text, upstream.tag, summary, "")
+
+
 def build(spec: CopySpec, upstream: UpstreamFile, text: str, shown: str) -> Built:
     """``text`` (the destination file) with the copy regenerated from ``upstream``."""
+    if spec.hand_kept:
+        return hand_kept(spec, upstream, text, shown)
     where = region.locate(text, spec, shown)
     module = extract.parse(upstream.text, upstream.tag)
     method = extract.extract(module, upstream.tag, spec.upstream_class, spec.upstream_method).method
