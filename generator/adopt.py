@@ -77,10 +77,13 @@ def dropped_edits(result: FileResult, upstream: UpstreamFile, releases: Callable
 
     lines = []
     for built in result.copies:
-        if not (built.spec.is_balance and built.changed):
+        if not built.changed or built.spec.hand_kept:
             continue
         if region.locate(built.old, built.spec, str(result.path)).marked:
             continue  # a generated copy carries no extra edits (a hand edit in it is `check`'s to report)
+        if not built.spec.is_balance:
+            lines += _replaced(built, str(result.path))
+            continue
         report = migrate.judge(result.old, upstream.tag, upstream.text, releases)
         if report.replaceable:
             continue
@@ -146,3 +149,16 @@ def _only_outside(built: tree.Built) -> bool:
     old = region.locate(built.old, built.spec, "")
     new = region.locate(built.new, built.spec, "")
     return built.old.splitlines()[old.start : old.end] == built.new.splitlines()[new.start : new.end]
+
+
+def _replaced(built: tree.Built, shown: str) -> list[str]:
+    """What the hand copy had that the regenerated one does not (upstream's changes since, and dropped edits)."""
+    from generator import provenance
+
+    old = provenance.reduce(region.locate(built.old, built.spec, shown).method)
+    new = provenance.reduce(region.locate(built.new, built.spec, shown).method)
+    runs = provenance.edits(old, new)
+    if not runs:
+        return [f"{built.spec.label}: the hand copy it replaces had the same statements"]
+    head = f"{built.spec.label}: the hand copy it replaces differs in {len(runs)} runs of statements (read them):"
+    return [head, *(f"  {run.describe('the regenerated copy')}" for run in runs)]
