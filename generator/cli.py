@@ -37,6 +37,9 @@ from generator.sources.base import UpstreamFile
 from generator.sources.resolve import SourceKind, check_refs, fetch_ref, fetch_upstream
 
 DEFAULT_OUTPUT = Path("generated/balance_scheduler.py")
+# The module for the vLLM main commit vllm-ascend's CI runs (.github/vllm-main-verified.commit); the runtime
+# imports whichever generated module matches the installed scheduler.py.
+MAIN_VERIFIED_OUTPUT = Path("generated/balance_scheduler_main_verified.py")
 
 # The documented exit codes (docs/cli.md, "Exit codes"); checked in order, most specific first.
 EXIT_CODES: tuple[tuple[type[PatchgenError], int], ...] = (
@@ -276,12 +279,24 @@ def _stale(shown: str, reason: str) -> DriftFound:
     return DriftFound(f"{shown} is stale: {reason}; run `make regen` to remove it")
 
 
+def _main_verified_option(func: F) -> F:
+    return click.option(
+        "--main-verified",
+        is_flag=True,
+        help=f"The vLLM commit in {MAIN_VERIFIED_FILE} instead of the pin (a git source): "
+        f"this project's {MAIN_VERIFIED_OUTPUT}; in a tree, check compares the copies' upstream with it.",
+    )(func)
+
+
 @main.command()
 @click.option("--tag", help="Release tag to generate from (default: the pin file).")
 @source_options
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help=f"Default: {DEFAULT_OUTPUT}.")
-def regen(tag: str | None, source: str, vllm_repo: str | None, output: Path | None) -> None:
+@_main_verified_option
+def regen(tag: str | None, source: str, vllm_repo: str | None, output: Path | None, main_verified: bool) -> None:
     """Generate for the pinned tag (or --tag) and write the module (in a tree: every copy it declares)."""
+    if main_verified:
+        return _main_verified_regen(source, vllm_repo, tag, output)
     tag = _pinned_or(tag)
     if _layout().is_tree:
         _no_output_in_tree(output)
@@ -304,15 +319,26 @@ def regen(tag: str | None, source: str, vllm_repo: str | None, output: Path | No
 @source_options
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help=f"Default: {DEFAULT_OUTPUT}.")
 @click.option("--format", "fmt", type=click.Choice(["text", "github"]), default="text", show_default=True)
-def check_cmd(tag: str | None, source: str, vllm_repo: str | None, output: Path | None, fmt: str) -> None:
+@_main_verified_option
+def check_cmd(
+    tag: str | None, source: str, vllm_repo: str | None, output: Path | None, fmt: str, main_verified: bool
+) -> None:
     """Regenerate in memory and compare with the committed module (exit 1 on drift)."""
     tag = _pinned_or(tag)
     if _layout().is_tree:
         _no_output_in_tree(output)
-        return _tree_check(_sources(source, vllm_repo).fetch(tag), fmt)
+        sources = _sources(source, vllm_repo)
+        upstream = sources.fetch(tag)
+        if main_verified:
+            return _tree_main_verified(upstream, sources.fetch_ref(_main_verified_ref()))
+        return _tree_check(upstream, fmt)
+    if main_verified:
+        upstream = _sources(source, vllm_repo).fetch_ref(_main_verified_ref())
+        output = output or MAIN_VERIFIED_OUTPUT
+        tag = upstream.tag
     path = _output_path(output)
     shown = str(output or DEFAULT_OUTPUT)
-    upstream = _sources(source, vllm_repo, module=path).fetch(tag)
+    upstream = upstream if main_verified else _sources(source, vllm_repo, module=path).fetch(tag)
     if (reason := _seam_release(upstream)) is not None:
         if path.exists():
             raise _stale(shown, reason)
@@ -660,3 +686,41 @@ def _tree_verify(file: Path | None, upstream: UpstreamFile) -> None:
         raise UsageError(f"cannot read {path} as UTF-8 text ({error}): pass the tree's patch file") from None
     verified = verify.verify_copy(text, upstream.text, class_name=spec.dest_class)
     click.echo(f"{path}: {spec.label} is upstream {upstream.tag} plus exactly {verified.summary}")
+
+
+def _main_verified_ref() -> str:
+    return read_main_verified(_root() / _layout().main_verified)
+
+
+def _main_verified_regen(source: str, vllm_repo: str | None, tag: str | None, output: Path | None) -> None:
+    """This project's module for the main-verified commit, beside the pin's (read with a git source)."""
+    if tag is not None:
+        raise UsageError("pass --tag or --main-verified, not both: the main-verified commit is in its file")
+    if _layout().is_tree:
+        raise UsageError("a tree keeps one copy, for its pin: `check --main-verified` compares it with main-verified")
+    upstream = _sources(source, vllm_repo).fetch_ref(_main_verified_ref())
+    path = _output_path(output or MAIN_VERIFIED_OUTPUT)
+    write_all_or_nothing({path: pipeline.build_verified(upstream).text.encode()})
+    click.echo(
+        f"wrote {output or MAIN_VERIFIED_OUTPUT} from vLLM {upstream.tag} (upstream sha256 {upstream.sha256[:12]})"
+    )
+
+
+def _tree_main_verified(tagged: UpstreamFile, main: UpstreamFile) -> None:
+    """Whether the pin's schedule(), what the tree's copies are made of, is still main-verified's."""
+    from generator import provenance
+
+    layout = _layout()
+    labels = ", ".join(c.label for c in layout.copies if adopt.present(layout, c))
+    runs = provenance.edits(provenance.upstream_method(tagged.text), provenance.upstream_method(main.text))
+    if not runs:
+        click.echo(
+            f"upstream {tagged.tag}'s schedule() is main-verified {main.tag}'s, statement for statement ({labels})"
+        )
+        return
+    n = sum(r.statements for r in runs)
+    click.echo(
+        f"upstream {tagged.tag}'s schedule() ({labels}) differs from main-verified {main.tag}'s in {n} statements:"
+    )
+    for run in runs:
+        click.echo(f"  {run.describe(main.tag)}")
