@@ -11,11 +11,13 @@ PYTEST_ARGS ?=
 
 .PHONY: regen regen-deps check verify lint lint-workflows test pytest dp-sim bench clean-venv test-range value-sim history
 
-# Generator only: enough for regen/check/verify (upstream comes from the package index, cached).
-$(VENV)/.dev-installed: requirements/dev.txt pyproject.toml
+# The tool (pyproject.toml) and the reference runtime (runtime/pyproject.toml), both editable: enough for
+# regen/check/verify (upstream comes from the package index, cached). `./runtime`, never a bare `runtime`:
+# pip would take that for a package of that name on the index.
+$(VENV)/.dev-installed: requirements/dev.txt pyproject.toml runtime/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements/dev.txt
-	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e . -e ./runtime
 	touch $@
 
 # The real vLLM of the pinned release (CPU build of torch): the runtime and its tests need it.

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
+from pathlib import Path
 
 import jinja2
 import libcst as cst
@@ -12,9 +14,12 @@ from generator.imports import ImportBlock
 from generator.sources.base import UPSTREAM_PATH
 
 # Loaded through the package, so an installed wheel (or a pre-commit hook venv) finds it as package data:
-# the repository's top-level templates/ folder is the package generator.templates (pyproject.toml).
+# the repository's top-level templates/ folder is the package generator.templates in the wheel
+# (pyproject.toml). A source checkout (an editable install) has no such package: there it is read from
+# templates/ beside generator/.
 TEMPLATE_PACKAGE = "generator.templates"
 TEMPLATE_DIR = "."
+SOURCE_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 TEMPLATE_NAME = "balance_scheduler.py.j2"
 CLASS_NAME = "BalanceScheduler"
 BASE_MODULE = "vllm_ascend.core.balance_scheduler_base"
@@ -75,11 +80,18 @@ def license_lines(upstream_text: str) -> list[str]:
     return lines
 
 
+def template_loader() -> jinja2.BaseLoader:
+    """The template as package data (a wheel), else the source checkout's templates/ (an editable install)."""
+    if importlib.util.find_spec(TEMPLATE_PACKAGE) is not None:
+        return jinja2.PackageLoader(TEMPLATE_PACKAGE, TEMPLATE_DIR)
+    return jinja2.FileSystemLoader(SOURCE_TEMPLATES)
+
+
 def render_module(
     *, tag: str, sha256: str, upstream_text: str, class_src: str, imports: ImportBlock, outcomes: Sequence[Outcome]
 ) -> str:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader(TEMPLATE_PACKAGE, TEMPLATE_DIR),
+        loader=template_loader(),
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
