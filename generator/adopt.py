@@ -77,7 +77,7 @@ def dropped_edits(result: FileResult, upstream: UpstreamFile, releases: Callable
 
     lines = []
     for built in result.copies:
-        if not built.changed or built.spec.hand_kept:
+        if not built.changed or built.kept:
             continue
         if region.locate(built.old, built.spec, str(result.path)).marked:
             continue  # a generated copy carries no extra edits (a hand edit in it is `check`'s to report)

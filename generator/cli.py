@@ -625,7 +625,7 @@ def _tree_regen(upstream: UpstreamFile, *, pin: tuple[Path, str] | None = None) 
     results = adopt.regenerate(layout, upstream)
     for result in results:
         for built in result.copies:
-            if built.spec.hand_kept:
+            if built.kept:
                 click.echo(f"{result.path}: {built.spec.label} is {built.summary}")
                 continue
             state = "regenerated" if built.changed else "already up to date:"
@@ -659,7 +659,7 @@ def _tree_check(upstream: UpstreamFile, fmt: str) -> None:
     results = adopt.regenerate(layout, upstream)
     for result in results:
         for built in result.copies:
-            if built.spec.hand_kept:  # never fails the gate, never silent either
+            if built.kept:  # never fails the gate, never silent either
                 click.echo(f"{result.path}: {built.spec.label} is {built.summary}")
     found = adopt.drifts(results, upstream.tag)
     if not found:

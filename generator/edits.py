@@ -185,21 +185,27 @@ def _numbered(text: str, center: int, around: int = 5) -> str:
     return "\n".join(f"{n:>5} | {lines[n - 1]}" for n in range(first, last + 1))
 
 
-def _where_expected(upstream_text: str, method_text: str, edit: Edit, hits: Sequence[tuple[Hit, int]]) -> str:
-    """Upstream's numbered lines at each match, or (none) around the line most like the anchor's first."""
-    lines = upstream_text.splitlines()
-    start = upstream_text.find(method_text)
-    offset = upstream_text.count("\n", 0, start) if start >= 0 else 0
-    method_lines = method_text.splitlines()
+def _where_expected(upstream_text: str, spec: CopySpec, edit: Edit, hits: Sequence[tuple[Hit, int]]) -> str:
+    """Upstream's numbered lines at each match, or (none) around the method's line most like the anchor's first."""
+    found = [
+        m
+        for c in ast.parse(upstream_text).body
+        if isinstance(c, ast.ClassDef) and c.name == spec.upstream_class
+        for m in c.body
+        if isinstance(m, ast.FunctionDef) and m.name == spec.upstream_method
+    ]
+    if not found:
+        return ""
+    first, last = found[0].lineno, found[0].end_lineno or found[0].lineno
+    method_lines = [line.strip() for line in upstream_text.splitlines()[first - 1 : last]]
     wanted = [_dedent(edit.anchor).splitlines()[0].strip()]
     if hits:
         wanted = [cst.Module(body=[]).code_for_node(h.stmt).strip().splitlines()[0] for h, _ in hits]
     chunks = []
     for line in wanted:
-        stripped = [m.strip() for m in method_lines]
-        close = difflib.get_close_matches(line, stripped, n=1, cutoff=0.0)
-        if close and lines:
-            chunks.append(_numbered(upstream_text, offset + stripped.index(close[0]) + 1))
+        close = difflib.get_close_matches(line, method_lines, n=1, cutoff=0.0)
+        if close:
+            chunks.append(_numbered(upstream_text, first + method_lines.index(close[0])))
     return "\n  ...\n".join(chunks)
 
 
@@ -207,7 +213,6 @@ def apply(
     module: cst.Module, method: cst.FunctionDef, spec: CopySpec, *, tag: str, upstream_text: str
 ) -> tuple[cst.FunctionDef, tuple[Applied, ...]]:
     """``method`` with the spec's data edits applied, in order; EditDoesNotApply on a missing or repeated anchor."""
-    method_text = module.code_for_node(method)
     applied = []
     for edit in spec.edits:
         found = _matches(module, method, edit)
@@ -220,7 +225,7 @@ def apply(
                 f"{spec.upstream_class}.{spec.upstream_method}() {what}; re-anchor it in the spec, or keep the pin",
                 spec=spec.name,
                 edit=edit.name,
-                detail=_where_expected(upstream_text, method_text, edit, hits),
+                detail=_where_expected(upstream_text, spec, edit, hits),
             )
         (match,) = found
         method = _applied(method, match, edit)

@@ -66,6 +66,9 @@ class CopySpec:
     # Kept by hand (its edits cannot be data yet): never rewritten; regen and check say how far it is
     # from upstream at the pin, statement by statement, so its drift stays visible.
     hand_kept: bool = False
+    # The first vLLM release the edits were written against: a copy not yet generated (no markers) in a
+    # tree pinned to an older release is left as it is, and said so; a generated one is always regenerated.
+    since: str | None = None
 
     @property
     def label(self) -> str:
@@ -211,7 +214,8 @@ def _qualified(value: str, key: str, where: str) -> tuple[str, str, str]:
 def _copy(entry: object, where: str) -> CopySpec:
     if not isinstance(entry, dict):
         raise UsageError(f"{where} must be a table: see docs/copies.md")
-    _only(entry, {"name", "upstream", "destination", "python", "gate_form", "edit", "optional", "hand_kept"}, where)
+    keys = {"name", "upstream", "destination", "python", "gate_form", "edit", "optional", "hand_kept", "since"}
+    _only(entry, keys, where)
     name = _str(entry, "name", where)
     up_file, up_cls, up_method = _qualified(_str(entry, "upstream", where), "upstream", where)
     if up_file != UPSTREAM_PATH:
@@ -240,6 +244,15 @@ def _copy(entry: object, where: str) -> CopySpec:
         raise UsageError(f"{where}: optional and hand_kept must be true or false")
     if hand_kept and (python is not None or edits):
         raise UsageError(f"{where}: a hand_kept copy declares no edits (it is never rewritten): drop one of them")
+    since = entry.get("since")
+    if since is not None:
+        from generator.pin import validate_tag
+
+        since = (
+            validate_tag(since, origin=f"{where} since")
+            if isinstance(since, str)
+            else validate_tag("", origin=f"{where} since")
+        )
     if python is None and not edits and not hand_kept:
         raise UsageError(f"{where}: declares no edits: add [[copy.edit]] tables or python = {BALANCE!r}")
     return CopySpec(
@@ -254,6 +267,7 @@ def _copy(entry: object, where: str) -> CopySpec:
         gate_form=gate_form,
         optional=optional,
         hand_kept=hand_kept,
+        since=since,
     )
 
 

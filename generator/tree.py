@@ -45,6 +45,7 @@ class Built:
     summary: str  # what the edits did, one line
     outside: str  # unified diff of the changes outside the region ("" when none)
     notes: tuple[str, ...] = field(default=())
+    kept: bool = False  # not rewritten (hand-kept, or a spec written for later releases than the pin)
 
     @property
     def changed(self) -> bool:
@@ -135,7 +136,16 @@ def hand_kept(spec: CopySpec, upstream: UpstreamFile, text: str, shown: str) -> 
         f"hand-kept, {n} statement{'s' * (n != 1)} from upstream {upstream.tag}'s "
         f"{spec.upstream_class}.{spec.upstream_method} in {len(edits_found)} runs (not rewritten)"
     )
-    return Built(spec, text, text, upstream.tag, summary, "")
+    return Built(spec, text, text, upstream.tag, summary, "", kept=True)
+
+
+def _before_its_spec(spec: CopySpec, where: region.Region, tag: str) -> bool:
+    from generator.pin import version_of
+    from generator.sources.releases import version_key
+
+    if spec.since is None or where.marked:
+        return False
+    return bool(version_key(version_of(tag)) < version_key(version_of(spec.since)))
 
 
 def build(spec: CopySpec, upstream: UpstreamFile, text: str, shown: str) -> Built:
@@ -143,10 +153,16 @@ def build(spec: CopySpec, upstream: UpstreamFile, text: str, shown: str) -> Buil
     if spec.hand_kept:
         return hand_kept(spec, upstream, text, shown)
     where = region.locate(text, spec, shown)
+    if _before_its_spec(spec, where, upstream.tag):
+        why = (
+            f"kept as it is: its spec {spec.name!r} is written for vLLM {spec.since} on, the pin is {upstream.tag} "
+            "(declare the copy's edits at this release in balance-patchgen.toml to generate it)"
+        )
+        return Built(spec, text, text, upstream.tag, why, "", kept=True)
     module = extract.parse(upstream.text, upstream.tag)
     method = extract.extract(module, upstream.tag, spec.upstream_class, spec.upstream_method).method
     fields: dict[str, str] = {}
-    summary = []
+    summary: list[str] = []
     cap = None
     tree = ast.parse(text)
     if spec.is_balance:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import zipfile
 import zlib
+from collections.abc import Collection
 
 from generator.errors import SourceUnavailable
 from generator.pin import version_of
@@ -46,9 +47,42 @@ def fetch(tag: str, progress: Progress = no_progress) -> tuple[UpstreamFile, int
     return UpstreamFile(tag=tag, data=data, origin="release"), reader.downloaded
 
 
-def _check_record(record: bytes, data: bytes, wheel: str) -> None:
-    if not matches_record(record, UPSTREAM_PATH, data):
+def fetch_members(
+    tag: str, members: Collection[str], progress: Progress = no_progress
+) -> tuple[dict[str, bytes], frozenset[str], int]:
+    """Several files of vLLM's package at ``tag``, from one wheel session (its directory read once).
+
+    Returns the members the wheel has (each checked against its RECORD and CRC-32), the names of
+    every ``.py`` file under ``vllm/`` in the wheel (a member not among them: the release has no such
+    file), and the bytes downloaded.
+    """
+    version = version_of(tag)
+    deadline = index.Deadline.from_env()  # one budget for the listing and every range read
+    wheel = choose_wheel(index.list_files("vllm", deadline=deadline), version)
+    progress(f"fetching {len(members)} file(s) from {wheel.filename} (range reads)")
+    reader = index.RangeReader(wheel.url, wheel.size, deadline, sha256=wheel.sha256)
+    found: dict[str, bytes] = {}
+    try:
+        with zipfile.ZipFile(reader) as archive:
+            names = frozenset(n for n in archive.namelist() if n.startswith("vllm/") and n.endswith(".py"))
+            record = archive.read(f"vllm-{version}.dist-info/RECORD")
+            for member in sorted(set(members) & names):
+                found[member] = archive.read(member)  # zipfile checks the member's CRC-32
+    except KeyError as exc:
+        raise SourceUnavailable(f"{wheel.filename} lacks {exc.args[0]}: use --source git") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError) as exc:
         raise SourceUnavailable(
-            f"{UPSTREAM_PATH} in {wheel} does not match the wheel's RECORD hash: "
+            f"{wheel.filename} is not a readable wheel ({type(exc).__name__}: {exc}): retry, or use --source git"
+        ) from None
+    for member, data in found.items():
+        _check_record(record, data, wheel.filename, member)
+    progress(f"fetched {reader.downloaded} bytes of {wheel.size or '?'}")
+    return found, names, reader.downloaded
+
+
+def _check_record(record: bytes, data: bytes, wheel: str, member: str = UPSTREAM_PATH) -> None:
+    if not matches_record(record, member, data):
+        raise SourceUnavailable(
+            f"{member} in {wheel} does not match the wheel's RECORD hash: "
             "the download is corrupt or tampered with; retry, or use --source git"
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from enum import Enum
 
 from generator.errors import CacheMismatch, FileRefused, SourceUnavailable, UsageError
@@ -74,6 +74,41 @@ def fetch_upstream(
             "set BALANCE_PATCHGEN_CACHE to a writable folder"
         )
     return upstream
+
+
+def fetch_release_files(
+    tag: str, paths: Collection[str], progress: Progress = no_progress, *, refresh: bool = False
+) -> dict[str, bytes | None]:
+    """Files of vLLM's package at release ``tag`` (None: the release has no such file), for ``census``.
+
+    From the cache (keyed by tag and path; ``scheduler.py`` shares ``fetch_upstream``'s entry) when
+    it has them and the wheel's list of files; the rest from the release wheel in one session
+    (``release.fetch_members``), then cached. ``refresh`` skips the cache.
+    """
+    wanted = sorted(set(paths))
+    out: dict[str, bytes | None] = {}
+    members = None if refresh else cache.load_members(tag)
+    if members is not None:
+        for path in wanted:
+            if path not in members:
+                out[path] = None
+            elif (cached := cache.load(tag, path)) is not None:
+                out[path] = cached
+    missing = [p for p in wanted if p not in out]
+    if not missing:
+        return out
+    from generator.sources import release
+
+    found, names, _ = release.fetch_members(tag, missing, progress)
+    try:
+        cache.store_members(tag, names)
+        for path, data in found.items():
+            cache.store(tag, data, path)
+    except (OSError, FileRefused) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        progress(f"warning: cannot write the cache in {cache.cache_root()} ({reason}): continuing without it")
+    out.update({path: found.get(path) for path in missing})
+    return out
 
 
 def check_refs(refs: Sequence[str], kind: SourceKind, vllm_repo: str | None) -> None:

@@ -178,3 +178,28 @@ def test_a_bad_spec_is_one_line_exit_2(tree: Path, spec: str, says: str) -> None
     assert result.exit_code == 2, result.output
     assert len(result.output.strip().splitlines()) == 1 and says in result.output
     assert (tree / FILE).read_bytes() == before
+
+
+def test_a_copy_not_generated_yet_before_its_specs_release_is_kept_and_said_so(tree: Path) -> None:
+    """`since`: edits written for later releases never rewrite a hand copy at an older pin (nor fail it)."""
+    (tree / "balance-patchgen.toml").write_text(SPEC.replace('name = "mine"', 'name = "mine"\nsince = "v0.27.1"'))
+    before = (tree / FILE).read_bytes()
+    result = _cli(tree, "regen")
+    assert result.exit_code == 0, result.output
+    assert "is kept as it is: its spec 'mine' is written for vLLM v0.27.1 on, the pin is v0.24.0" in result.output
+    assert (tree / FILE).read_bytes() == before
+    assert _cli(tree, "check").exit_code == 0
+
+
+def test_a_hand_kept_copy_is_never_rewritten_and_its_distance_is_reported(tree: Path, v024: UpstreamFile) -> None:
+    """The stub in the tree is one statement (`raise`) where upstream has the whole method."""
+    spec = '[[copy]]\nname = "kept"\nupstream = "vllm/v1/core/sched/scheduler.py:Scheduler.schedule"\n'
+    spec += 'destination = "pkg/my_scheduler.py:MyScheduler.schedule"\nhand_kept = true\n'
+    (tree / "balance-patchgen.toml").write_text(spec)
+    before = (tree / FILE).read_bytes()
+    for command in ("regen", "check"):
+        result = _cli(tree, command)
+        assert result.exit_code == 0, result.output
+        assert "MyScheduler.schedule is hand-kept, " in result.output
+        assert "statements from upstream v0.24.0's Scheduler.schedule" in result.output
+    assert (tree / FILE).read_bytes() == before
