@@ -120,9 +120,11 @@ def detect(root: Path) -> Layout:
     if (root / SPEC_FILE).is_file():
         return load(root)
     patch = root / VLLM_ASCEND_PATCH
-    # This project has the same patch file (a reference runtime importing generated/): that is no copy.
-    ours = (root / PROJECT_MODULE).is_file() and not _defines_method(patch, VLLM_ASCEND_CLASS, "schedule")
-    if patch.is_file() and not ours:
+    # This project has a patch file of that name too (its reference runtime, whose schedule() wraps the
+    # generated module's): a root holding the generated module is this project's layout.
+    if (root / PROJECT_MODULE).is_file():
+        return Layout(root, "project", "this project's layout")
+    if patch.is_file() and _defines_method(patch, VLLM_ASCEND_CLASS, "schedule"):
         return load_text(_known(BUILT_IN), root, "vllm-ascend", f"vllm-ascend's layout (built in: {BUILT_IN})")
     return Layout(root, "project", "this project's layout")
 
