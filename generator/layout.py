@@ -15,7 +15,6 @@ the tool and named in the spec (``balance``: the three deltas, whose gate reads 
 
 from __future__ import annotations
 
-import ast
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,19 +101,6 @@ class Layout:
         return found[0]
 
 
-def _defines_method(path: Path, cls: str, method: str) -> bool:
-    try:
-        tree = ast.parse(path.read_bytes())
-    except (OSError, SyntaxError, ValueError):
-        return False
-    return any(
-        isinstance(n, ast.ClassDef)
-        and n.name == cls
-        and any(isinstance(m, ast.FunctionDef) and m.name == method for m in n.body)
-        for n in tree.body
-    )
-
-
 def detect(root: Path) -> Layout:
     """The layout of ``root``: declared, vllm-ascend's, or this project's (the default)."""
     if (root / SPEC_FILE).is_file():
@@ -124,7 +110,7 @@ def detect(root: Path) -> Layout:
     # generated module's): a root holding the generated module is this project's layout.
     if (root / PROJECT_MODULE).is_file():
         return Layout(root, "project", "this project's layout")
-    if patch.is_file() and _defines_method(patch, VLLM_ASCEND_CLASS, "schedule"):
+    if patch.is_file():  # without the class or its schedule(), the copy's locator says which is missing
         return load_text(_known(BUILT_IN), root, "vllm-ascend", f"vllm-ascend's layout (built in: {BUILT_IN})")
     return Layout(root, "project", "this project's layout")
 
