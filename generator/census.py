@@ -2,9 +2,10 @@
 
 ``census`` reads two things. An *index* of upstream functions, from ONE vLLM source tree (an
 installed vLLM's package folder, or any folder holding ``vllm/``): every ``def`` in it, by name. And
-the tree: every ``def`` in every ``.py`` file under its root. A tree function is compared with each
-upstream function of the same name, statement by statement as ``migrate`` compares (``provenance``:
-a compound statement by its header, formatting and comments not counting), and is a *copy* when
+the tree: every ``def`` in every ``.py`` file under its root (hidden folders, virtualenvs and
+``__pycache__`` left out). A tree function is compared with each upstream function of the same
+name, statement by statement as ``migrate`` compares (``provenance``: a compound statement by its
+header, formatting and comments not counting), and is a *copy* when
 
 - at least ``MIN_MATCHED`` statements (the ``def`` line counts as one) are the same, in order, and
 - they are at least ``MIN_SHARE`` of the statements of the longer of the two.
@@ -12,16 +13,21 @@ a compound statement by its header, formatting and comments not counting), and i
 Of several upstream functions that qualify, the one with the fewest differing statements is named
 (then the one whose file and class names are most alike); the others are listed in the JSON.
 
-For each copy, that upstream file is then read at every final release from ``--since`` on (release
-wheels from the package index by range reads, one session per release, cached by tag and path),
-and the copy is compared with the same-named function there: the releases it equals, else the
-closest (ties: nearest to the tree's pin, then newest). *Stale by N* counts releases from that
-release to the pin (negative: the copy is newer than the pin). Only files that hold a copy are
-read across releases.
+With ``renamed``, a tree function no same-named upstream function matches is compared with every
+upstream function (the same thresholds): copies kept under another name (``_patched_forward``).
 
-What is not found: a copy renamed from its upstream function, and a copy of a function the index's
-vLLM no longer has (index an older vLLM with ``--vllm-source``). A copy whose upstream function
-changed too much by the index's release to pass the thresholds there is missed too.
+For each copy, that upstream file is then read at every final release from ``--since`` on (release
+wheels from the package index by range reads, one session per release, cached by tag and path:
+``resolve.fetch_release_files``), and the copy is compared with the function of the same qualified
+name there. The *closest release* has the fewest differing statements (0: the copy is that release's
+function); of several, the pin, else the newest before it, else the oldest after it. The releases
+whose function is the closest one's, statement for statement, are reported with it. *Stale by N*
+counts releases from the closest to the pin (negative: the copy is newer than the pin). Only files
+that hold a copy are read across releases.
+
+What is not found: a copy renamed from its upstream function (unless ``renamed``), and a copy of a
+function the index's vLLM no longer has (index an older vLLM with ``--vllm-source``). A copy whose
+upstream function changed too much by the index's release to pass the thresholds there is missed too.
 """
 
 from __future__ import annotations
@@ -31,10 +37,12 @@ import difflib
 import hashlib
 import importlib.util
 import json
+import math
 import os
+import re
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -61,31 +69,38 @@ FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
 @dataclass(eq=False)
 class Function:
-    """One ``def`` of a file: where it is, its qualified name (``Class.method``) and its statements."""
+    """One ``def`` of a file: where it is, its qualified name (``Class.method``) and its statements.
+
+    A census holds statement keys, not syntax trees: ``settle`` reduces a function and drops its node.
+    """
 
     path: str  # relative to the tree's or the source's root, with / separators
     qualname: str
-    node: FunctionNode
+    name: str
+    line: int
     size: int  # statements as provenance counts them, without reducing
+    node: FunctionNode | None = field(default=None, repr=False)
     _keys: tuple[int, ...] | None = field(default=None, repr=False)
-
-    @property
-    def name(self) -> str:
-        return self.node.name
-
-    @property
-    def line(self) -> int:
-        return self.node.lineno
 
     @property
     def keys(self) -> tuple[int, ...]:
         """``provenance.reduce(node).keys``, computed once."""
         if self._keys is None:
+            if self.node is None:
+                raise ValueError(f"{self.path}:{self.line} {self.qualname} was settled without its statements")
             self._keys = statement_keys(self.node)
         return self._keys
 
+    def settle(self, reduce: bool) -> None:
+        """Keep the keys (when ``reduce`` and the function is big enough to be compared), drop the node."""
+        if reduce and self.size >= MIN_MATCHED:
+            self.keys  # noqa: B018 - computed for its side effect
+        self.node = None
+
     def method(self) -> provenance.Method:
-        """The statements with their lines and text, for a copy's edits (only the copies reported need it)."""
+        """The statements with their lines and text, for a copy's edits (the node must be there)."""
+        if self.node is None:
+            raise ValueError(f"{self.path}:{self.line} {self.qualname} has no node to reduce")
         return provenance.reduce(self.node)  # type: ignore[arg-type]
 
 
@@ -150,7 +165,7 @@ def functions(tree: ast.Module, path: str) -> list[Function]:
                 if has_match:
                     _number_cases(node)
                 qualname = prefix + node.name
-                out.append(Function(path, qualname, node, size + 1))
+                out.append(Function(path, qualname, node.name, node.lineno, size + 1, node))
                 visit(node.body, f"{qualname}.<locals>.")
             elif isinstance(node, ast.ClassDef):
                 visit(node.body, f"{prefix}{node.name}.")
@@ -178,9 +193,15 @@ def _python_files(root: Path) -> Iterator[Path]:
                 yield Path(folder) / name
 
 
-def read_functions(root: Path, skipped: list[Skipped]) -> list[Function]:
-    """Every function of every ``.py`` file under ``root``; a file that does not parse is listed in ``skipped``."""
+def read_functions(
+    root: Path, skipped: list[Skipped], reduce: Callable[[str], bool] = lambda _: True
+) -> tuple[list[Function], int]:
+    """Every function of every ``.py`` file under ``root``, and how many files parsed (the rest: ``skipped``).
+
+    Each is settled: reduced when big enough and ``reduce(name)`` (upstream has a function so named).
+    """
     out: list[Function] = []
+    parsed = 0
     for file in _python_files(root):
         rel = file.relative_to(root).as_posix()
         try:
@@ -197,8 +218,12 @@ def read_functions(root: Path, skipped: list[Skipped]) -> list[Function]:
         except RecursionError:
             skipped.append(Skipped(rel, "nests too deeply to parse"))
             continue
-        out.extend(functions(tree, rel))
-    return out
+        parsed += 1
+        found = functions(tree, rel)
+        for func in found:
+            func.settle(reduce(func.name))
+        out.extend(found)
+    return out, parsed
 
 
 @dataclass(frozen=True)
@@ -240,16 +265,32 @@ def _version_in(package: Path) -> str | None:
             continue
     version_file = package / "_version.py"
     if version_file.is_file():
-        for line in version_file.read_text(errors="replace").splitlines():
-            if line.startswith(("__version__", "version")) and "=" in line:
-                value = line.split("=", 1)[1].strip().strip("'\"")
-                if value and value[0].isdigit():
-                    return value
+        found = _VERSION_LINE.search(version_file.read_text(errors="replace"))
+        if found is not None:
+            return found[1]
     return None
 
 
+# What vLLM's generated _version.py says: ``__version__ = version = '0.30.0'``.
+_VERSION_LINE = re.compile(r"^__version__\s*=\s*(?:version\s*=\s*)?['\"](\d[^'\"]*)['\"]", re.M)
+
+
+def defined_names(package: Path) -> set[str]:
+    """Every name a ``def`` in the package's files gives (a superset: a ``def`` in a string counts too)."""
+    names: set[str] = set()
+    for file in _python_files(package):
+        try:
+            names.update(m.decode("utf-8", errors="replace") for m in _DEF.findall(file.read_bytes()))
+        except OSError:
+            continue
+    return names
+
+
+_DEF = re.compile(rb"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", re.M)
+
+
 class UpstreamIndex:
-    """Every function of one vLLM source tree, by name; each reduced to statements only when compared."""
+    """The functions of one vLLM source tree big enough to be compared, by name, as statement keys."""
 
     def __init__(self, source: Source, names: Collection[str] | None = None) -> None:
         """Read ``source``; with ``names``, keep only functions so named (the ones a tree can match)."""
@@ -267,23 +308,39 @@ class UpstreamIndex:
                 continue
             self.files += 1
             for func in functions(tree, rel):
-                if names is None or func.name in names:
+                if func.size >= MIN_MATCHED and (names is None or func.name in names):
+                    func.settle(True)
                     self.by_name[func.name].append(func)
-        self._inverted: dict[str, dict[int, list[tuple[Function, int]]]] = {}
+        self._inverted: dict[str, Table] = {}
+        self._everything: Table | None = None
 
     def candidates(self, name: str) -> list[Function]:
         return self.by_name.get(name, [])
 
-    def inverted(self, name: str) -> dict[int, list[tuple[Function, int]]]:
+    def inverted(self, name: str) -> Table:
         """For the functions named ``name`` big enough to match: statement key -> (function, times it has it)."""
         if name not in self._inverted:
-            table: dict[int, list[tuple[Function, int]]] = defaultdict(list)
-            for func in self.candidates(name):
-                if func.size >= MIN_MATCHED:
-                    for key, times in Counter(func.keys).items():
-                        table[key].append((func, times))
-            self._inverted[name] = table
+            self._inverted[name] = _table(self.candidates(name))
         return self._inverted[name]
+
+    def everything(self) -> Table:
+        """The same for every function the index holds, whatever its name (``--renamed``)."""
+        if self._everything is None:
+            self._everything = _table(f for group in self.by_name.values() for f in group)
+        return self._everything
+
+
+# Statement key -> (function, times it has it), for the functions big enough to match.
+Table = dict[int, list[tuple[Function, int]]]
+
+
+def _table(funcs: Iterable[Function]) -> Table:
+    table: Table = defaultdict(list)
+    for func in funcs:
+        if func.size >= MIN_MATCHED:
+            for key, times in Counter(func.keys).items():
+                table[key].append((func, times))
+    return table
 
 
 @dataclass(frozen=True)
@@ -323,23 +380,45 @@ def _likeness(function: Function, upstream: Function) -> float:
 
 
 def match(function: Function, index: UpstreamIndex) -> Match | None:
-    """The upstream function ``function`` is a copy of (thresholds above), or None."""
+    """The same-named upstream function ``function`` is a copy of (thresholds above), or None."""
     if function.size < MIN_MATCHED:
         return None
     table = index.inverted(function.name)
-    if not table:
+    return _closest_in(function, table, Counter(function.keys)) if table else None
+
+
+# With --renamed, a statement in more upstream functions than this (``return x``, a ``super().__init__()``)
+# finds no candidates by itself: candidates come from the rarer statements a copy must share too.
+COMMON_POSTINGS = 200
+
+
+def match_renamed(function: Function, index: UpstreamIndex) -> Match | None:
+    """The upstream function of any name ``function`` is a copy of (the same thresholds), or None."""
+    if function.size < MIN_MATCHED:
         return None
+    table = index.everything()
+    mine = Counter(function.keys)
+    rare = Counter({k: n for k, n in mine.items() if len(table.get(k, ())) <= COMMON_POSTINGS})
+    common = sum(mine.values()) - sum(rare.values())
+    # A copy shares at least this many statements; when the common ones cannot make up all of them, it
+    # shares a rare one, so looking up the rare ones alone misses no copy.
+    need = max(MIN_MATCHED, math.ceil(MIN_SHARE * function.size))
+    return _closest_in(function, table, rare, common) if need > common else _closest_in(function, table, mine)
+
+
+def _closest_in(function: Function, table: Table, looked_up: Counter[int], unseen: int = 0) -> Match | None:
+    """The closest accepted function of ``table``; ``unseen``: statements of ``function`` not looked up."""
     # An upper bound on statements in common (the multiset intersection), from the inverted table.
     shared: dict[int, int] = defaultdict(int)
     holders: dict[int, Function] = {}
-    for key, times in Counter(function.keys).items():
+    for key, times in looked_up.items():
         for upstream, theirs in table.get(key, ()):
             shared[id(upstream)] += min(times, theirs)
             holders[id(upstream)] = upstream
     found: list[tuple[int, float, Function, Comparison]] = []
     for ident, bound in shared.items():
         upstream = holders[ident]
-        if not accepted(bound, function.size, upstream.size):
+        if not accepted(bound + unseen, function.size, upstream.size):
             continue
         compared = compare(function.keys, upstream.keys)
         if accepted(compared.matched, function.size, upstream.size):
@@ -373,61 +452,110 @@ class Dated:
         return self.differing == 0
 
 
-# Release files parsed (by path and content), and functions reduced (by their own text): releases often
-# ship the same file, and more often the same function in a changed file.
-_FILES: dict[str, dict[str, list[tuple[Function, str]]]] = {}
-_KEYS: dict[str, tuple[int, ...]] = {}
-
-
-def _release_functions(text: str, path: str) -> dict[str, list[tuple[Function, str]]]:
-    """A release file's functions by qualified name, each with a hash of its own text."""
-    key = hashlib.sha256(f"{path}\0{text}".encode()).hexdigest()
-    if key not in _FILES:
-        try:
-            tree = ast.parse(text, filename=path)
-        except (SyntaxError, ValueError, RecursionError):
-            tree = ast.Module(body=[], type_ignores=[])
-        lines = text.splitlines()
-        out: dict[str, list[tuple[Function, str]]] = defaultdict(list)
-        for func in functions(tree, path):
-            first = min([func.node.lineno, *(d.lineno for d in func.node.decorator_list)])
-            own = "\n".join(lines[first - 1 : func.node.end_lineno or func.node.lineno])
-            out[func.qualname].append((func, hashlib.sha256(own.encode()).hexdigest()))
-        _FILES[key] = out
-    return _FILES[key]
-
-
-def _keys(func: Function, text_hash: str) -> tuple[int, ...]:
-    if text_hash not in _KEYS:
-        _KEYS[text_hash] = func.keys
-    return _KEYS[text_hash]
+# One copy to date: the tree's function, and the upstream file and qualified name it copies.
+Request = tuple[Function, str, str]
 
 
 def date(copy: Function, path: str, qualname: str, texts: Mapping[str, str | None], pin: str | None) -> Dated | None:
     """Compare ``copy`` with ``qualname`` of ``path`` at each release (``texts``: tag -> file, in release order)."""
-    scores: list[tuple[str, int, Function, tuple[int, ...]]] = []
-    for tag, text in texts.items():
-        if text is None:
+    return date_all([(copy, path, qualname)], {path: texts}, pin)[0]
+
+
+def date_all(
+    requests: Sequence[Request], texts: Mapping[str, Mapping[str, str | None]], pin: str | None
+) -> list[Dated | None]:
+    """``date`` for many copies: each release file is parsed once for all the copies of its functions.
+
+    ``texts``: upstream path -> tag -> file (release order; None: the release has no such file). The
+    copies' nodes must be there (their edits are computed from them).
+    """
+    wanted: dict[str, set[str]] = defaultdict(set)
+    for _, path, qualname in requests:
+        wanted[path].add(qualname)
+    # path -> tag -> qualname -> the keys of each def so named (a property's setter, a def per branch)
+    variants: dict[str, dict[str, dict[str, list[tuple[int, ...]]]]] = {}
+    by_text: dict[str, tuple[int, ...]] = {}  # a function's own text -> its keys: most releases keep most functions
+    for path, tags in texts.items():
+        parsed: dict[str, dict[str, list[tuple[int, ...]]]] = {}
+        variants[path] = {}
+        for tag, text in tags.items():
+            if text is None:
+                continue
+            digest = hashlib.sha256(text.encode()).hexdigest()
+            if digest not in parsed:
+                parsed[digest] = _variants(text, path, wanted[path], by_text)
+            variants[path][tag] = parsed[digest]
+    chosen: list[_Pick | None] = []
+    for copy, path, qualname in requests:
+        scored: list[tuple[str, int, tuple[int, ...]]] = []
+        for tag, found in variants.get(path, {}).items():
+            if qualname not in found:
+                continue
+            # Of several defs so named: the closest.
+            best = min(((compare(copy.keys, k).differing, k) for k in found[qualname]), key=lambda b: b[0])
+            scored.append((tag, *best))
+        if not scored:
+            chosen.append(None)
             continue
-        found = _release_functions(text, path).get(qualname)
-        if not found:
+        order = tuple(tag for tag, _, _ in scored)
+        fewest = min(n for _, n, _ in scored)
+        tag, differing, keys = scored[_nearest([i for i, s in enumerate(scored) if s[1] == fewest], order, pin)]
+        same = tuple(t for t, _, k in scored if k == keys)
+        chosen.append(_Pick(tag, differing, keys, same, order))
+    # The edits, against each chosen release's function: its file parsed again, once.
+    edits: dict[int, tuple[provenance.Edit, ...]] = {}
+    need: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, pick in enumerate(chosen):
+        if pick is not None and pick.differing:
+            need[(requests[i][1], pick.tag)].append(i)
+    for (path, tag), indexes in need.items():
+        text = texts[path][tag]
+        assert text is not None
+        funcs = functions(_parse(text, path), path)
+        for i in indexes:
+            copy, _, qualname = requests[i]
+            keys = chosen[i].keys  # type: ignore[union-attr]  # only picks are in need
+            theirs = next(f for f in funcs if f.qualname == qualname and f.keys == keys)
+            edits[i] = provenance.edits(copy.method(), theirs.method())
+    return [
+        None
+        if pick is None
+        else Dated(pick.tag, pick.differing, pick.same, edits.get(i, ()), pick.order, _stale(pick.tag, pin, pick.order))
+        for i, pick in enumerate(chosen)
+    ]
+
+
+@dataclass(frozen=True)
+class _Pick:
+    tag: str
+    differing: int
+    keys: tuple[int, ...]
+    same: tuple[str, ...]
+    order: tuple[str, ...]
+
+
+def _parse(text: str | bytes, path: str) -> ast.Module:
+    try:
+        return ast.parse(text, filename=path)
+    except (SyntaxError, ValueError, RecursionError):
+        return ast.Module(body=[], type_ignores=[])
+
+
+def _variants(
+    text: str, path: str, qualnames: Collection[str], by_text: dict[str, tuple[int, ...]]
+) -> dict[str, list[tuple[int, ...]]]:
+    """The keys of each def of ``qualnames`` in a release file; nothing of the parse is kept."""
+    lines = text.splitlines()
+    out: dict[str, list[tuple[int, ...]]] = defaultdict(list)
+    for func in functions(_parse(text, path), path):
+        if func.qualname not in qualnames or func.node is None:
             continue
-        # Several defs of one name (a property's setter, a def per branch of an ``if``): the closest.
-        best = min(
-            ((compare(copy.keys, keys).differing, func, keys) for func, h in found for keys in [_keys(func, h)]),
-            key=lambda f: f[0],
-        )
-        scores.append((tag, *best))
-    if not scores:
-        return None
-    order = tuple(tag for tag, *_ in scores)
-    fewest = min(n for _, n, _, _ in scores)
-    tied = [i for i, (_, n, _, _) in enumerate(scores) if n == fewest]
-    chosen = scores[_nearest(tied, order, pin)]
-    tag, differing, func, keys = chosen
-    same = tuple(t for t, _, _, k in scores if k == keys)
-    edits = provenance.edits(copy.method(), func.method()) if differing else ()
-    return Dated(tag, differing, same, edits, order, _stale(tag, pin, order))
+        first = min([func.line, *(d.lineno for d in func.node.decorator_list)])
+        own = hashlib.sha256("\n".join(lines[first - 1 : func.node.end_lineno or func.line]).encode()).hexdigest()
+        if own not in by_text:
+            by_text[own] = func.keys
+        out[func.qualname].append(by_text[own])
+    return dict(out)
 
 
 def _nearest(indexes: Sequence[int], order: Sequence[str], pin: str | None) -> int:
@@ -471,9 +599,12 @@ class Census:
     releases: tuple[str, ...]
     copies: tuple[Copy, ...]
     files: int  # tree files parsed
-    functions: int  # tree functions compared
+    functions: int  # tree functions
+    compared: int  # tree functions big enough to be compared (MIN_MATCHED statements or more)
+    upstream_files: int  # files the index read
     skipped: tuple[Skipped, ...]
     seconds: dict[str, float]
+    renamed: bool = False  # whether functions were also compared with upstream functions of other names
 
 
 def run(
@@ -483,36 +614,53 @@ def run(
     releases: Sequence[str],
     read: ReleaseReader | None,
     progress: Progress = no_progress,
+    *,
+    renamed: bool = False,
 ) -> Census:
-    """The census of ``root``: index ``source``, match every tree function, date each copy across ``releases``."""
+    """The census of ``root``: index ``source``, match every tree function, date each copy across ``releases``.
+
+    ``renamed``: a function no same-named upstream function matches is compared with every upstream
+    function (slower: every upstream function is reduced).
+    """
     clock = time.monotonic()
     skipped: list[Skipped] = []
-    tree_functions = read_functions(root, skipped)
-    files = len({f.path for f in tree_functions})
+    upstream_names = None if renamed else defined_names(source.package)
+    tree_functions, files = read_functions(
+        root, skipped, (lambda _: True) if upstream_names is None else upstream_names.__contains__
+    )
     names = {f.name for f in tree_functions if f.size >= MIN_MATCHED}
     seconds = {"tree": time.monotonic() - clock}
     progress(f"read {len(tree_functions)} functions in {root}; indexing vLLM's in {source.package}")
     clock = time.monotonic()
-    index = UpstreamIndex(source, names)
+    index = UpstreamIndex(source, None if renamed else names)
     seconds["index"] = time.monotonic() - clock
     clock = time.monotonic()
-    matches = [m for f in tree_functions if (m := match(f, index)) is not None]
+    matches = [
+        m
+        for f in tree_functions
+        if (m := match(f, index) or (match_renamed(f, index) if renamed else None)) is not None
+    ]
+    counts = len(tree_functions), sum(f.size >= MIN_MATCHED for f in tree_functions)
+    upstream_files = index.files
+    del index, tree_functions
     seconds["match"] = time.monotonic() - clock
     clock = time.monotonic()
     paths = sorted({m.upstream.path for m in matches})
     texts: dict[str, dict[str, str | None]] = {p: {} for p in paths}
     if read is not None and paths:
         progress(f"{len(matches)} copies in {len(paths)} upstream files: reading them at {len(releases)} releases")
+        same: dict[str, str] = {}  # one string per content: releases often ship the same file
         for tag in releases:
             for path, text in read(tag, paths).items():
                 if path in texts:
-                    texts[path][tag] = text
+                    texts[path][tag] = None if text is None else same.setdefault(text, text)
     seconds["releases"] = time.monotonic() - clock
     clock = time.monotonic()
-    copies = tuple(
-        Copy(m, date(m.function, m.upstream.path, m.upstream.qualname, texts[m.upstream.path], pin) if read else None)
-        for m in matches
-    )
+    dated: list[Dated | None] = [None] * len(matches)
+    if read is not None:
+        _restore_nodes(root, [m.function for m in matches])
+        dated = date_all([(m.function, m.upstream.path, m.upstream.qualname) for m in matches], texts, pin)
+    copies = tuple(Copy(m, d) for m, d in zip(matches, dated, strict=True))
     seconds["dating"] = time.monotonic() - clock
     return Census(
         root,
@@ -521,10 +669,26 @@ def run(
         tuple(releases),
         copies,
         files,
-        sum(f.size >= MIN_MATCHED for f in tree_functions),
+        counts[0],
+        counts[1],
+        upstream_files,
         tuple(skipped),
         seconds,
+        renamed,
     )
+
+
+def _restore_nodes(root: Path, copies: Sequence[Function]) -> None:
+    """Give the copies their nodes back (their edits need statements with lines): their files parsed again."""
+    by_path: dict[str, list[Function]] = defaultdict(list)
+    for func in copies:
+        by_path[func.path].append(func)
+    for path, funcs in by_path.items():
+        nodes = {(f.qualname, f.line): f.node for f in functions(_parse((root / path).read_bytes(), path), path)}
+        for func in funcs:
+            func.node = nodes.get((func.qualname, func.line))
+            if func.node is None:
+                raise UsageError(f"{root / path} changed while the census read it: run it again")
 
 
 def release_reader(progress: Progress = no_progress, refresh: bool = False) -> ReleaseReader:
@@ -544,10 +708,13 @@ _HEADERS = ("function", "file:line", "upstream", "closest", "stale by", "differi
 
 
 def _closest(dated: Dated) -> str:
-    """The closest release, and the span of releases with the same upstream function when more than one."""
+    """The closest release, and the releases with the same upstream function when there are more."""
     if len(dated.same) == 1:
         return dated.tag
-    return f"{dated.tag} (same in {dated.same[0]}..{dated.same[-1]})"
+    first, last = dated.scanned.index(dated.same[0]), dated.scanned.index(dated.same[-1])
+    if last - first + 1 == len(dated.same):
+        return f"{dated.tag} (same in {dated.same[0]}..{dated.same[-1]})"
+    return f"{dated.tag} (same in {len(dated.same)} of {dated.same[0]}..{dated.same[-1]})"
 
 
 def _row(copy: Copy) -> tuple[str, ...]:
@@ -581,14 +748,22 @@ def text_lines(census: Census, show_edits: bool = False) -> list[str]:
 
 def summary(census: Census) -> str:
     n = len(census.copies)
-    version = f"vLLM {census.source.version}" if census.source.version else "vLLM"
-    span = f"{census.releases[0]}..{census.releases[-1]} ({len(census.releases)})" if census.releases else "none"
-    pin = census.pin or "none"
-    took = sum(census.seconds.values())
+    names = "any name" if census.renamed else "the same name"
+    version = f"vLLM {census.source.version}" if census.source.version else "vLLM (version unknown)"
+    paths = len({c.match.upstream.path for c in census.copies})
+    span = (
+        f"{census.releases[0]}..{census.releases[-1]} ({len(census.releases)}) for {paths} upstream files"
+        if census.releases
+        else "none"
+    )
+    took = ", ".join(f"{k} {v:.1f}" for k, v in census.seconds.items())
+    skipped = f", {len(census.skipped)} skipped (see --format json)" if census.skipped else ""
     return (
-        f"{n} cop{'ies' if n != 1 else 'y'} of vLLM functions in {census.root} ({census.files} files, "
-        f"{census.functions} functions of {MIN_MATCHED}+ statements compared, {len(census.skipped)} files skipped); "
-        f"index: {version} at {census.source.package}; releases scanned: {span}; pin {pin}; {took:.1f} s"
+        f"{n} cop{'ies' if n != 1 else 'y'} of vLLM functions in {census.root} ({names}; {MIN_MATCHED}+ statements "
+        f"and {MIN_SHARE:.0%}+ of the longer function's in common, in order): {census.files} files{skipped}, "
+        f"{census.functions} functions, {census.compared} of {MIN_MATCHED}+ statements compared; "
+        f"index: {version} at {census.source.package} ({census.upstream_files} files); releases: {span}; "
+        f"pin: {census.pin or 'none'}; {sum(census.seconds.values()):.1f} s ({took})"
     )
 
 
@@ -610,6 +785,7 @@ def to_json(census: Census) -> dict[str, Any]:
         m, dated = copy.match, copy.dated
         entry: dict[str, Any] = {
             "function": copy.function.qualname,
+            "renamed": copy.function.name != m.upstream.name,
             "path": copy.function.path,
             "line": copy.function.line,
             "statements": copy.function.size,
@@ -642,9 +818,12 @@ def to_json(census: Census) -> dict[str, Any]:
         "pin": census.pin,
         "index": {"package": str(census.source.package), "version": census.source.version},
         "thresholds": {"min_matched": MIN_MATCHED, "min_share": MIN_SHARE},
+        "renamed": census.renamed,
         "releases": list(census.releases),
         "files": census.files,
         "functions": census.functions,
+        "compared": census.compared,
+        "upstream_files": census.upstream_files,
         "skipped": [{"path": s.path, "reason": s.reason} for s in census.skipped],
         "seconds": {k: round(v, 2) for k, v in census.seconds.items()},
         "copies": copies,
@@ -687,6 +866,11 @@ def census_command() -> Any:
         show_default=True,
         help="Read each copy's upstream file at every release (package index, cached); without: the index only.",
     )
+    @click.option(
+        "--renamed",
+        is_flag=True,
+        help="Also compare functions no same-named upstream function matches with every upstream function (slower).",
+    )
     @click.option("--edits", "show_edits", is_flag=True, help="Also list each copy's differing statements.")
     @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
     @click.option("--refresh", is_flag=True, help="Ignore cached upstream files and read the releases again.")
@@ -697,15 +881,16 @@ def census_command() -> Any:
         since: str,
         tag: str | None,
         releases: bool,
+        renamed: bool,
         show_edits: bool,
         fmt: str,
         refresh: bool,
     ) -> None:
         """Every function in --root's tree that is a copy of a vLLM function, its closest release and staleness.
 
-        A tree function is a copy of the same-named upstream function when at least MIN_MATCHED
-        statements, and at least MIN_SHARE of the longer one's, are the same in order (statements
-        as `migrate` compares them: formatting and comments do not count).
+        A tree function is a copy of the same-named upstream function when at least 6 statements,
+        and at least half of the longer one's, are the same in order (statements as `migrate`
+        compares them: formatting and comments do not count).
         """
         root_obj = ctx.find_root().obj
         root = root_obj if isinstance(root_obj, Path) else Path(".")
@@ -736,7 +921,7 @@ def census_command() -> Any:
 
             tags = released_tags(since)
             read = release_reader(progress, refresh=refresh)
-        result = run(root, source, pin, tags, read, progress)
+        result = run(root, source, pin, tags, read, progress, renamed=renamed)
         if fmt == "json":
             click.echo(to_json_text(result), nl=False)
         else:

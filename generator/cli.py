@@ -616,6 +616,12 @@ def migrate(file: Path, tag: str | None, since: str, source: str, vllm_repo: str
     click.echo(f"{file}: replace it with the generated module (`make regen`); formatting differences need no review")
 
 
+# `census`: every copy of a vLLM function a tree holds (generator/census.py owns its options and output).
+from generator.census import census_command  # noqa: E402 - after the group it joins
+
+main.add_command(census_command())
+
+
 # --- A consumer's tree (--root TREE): its copies are regions of its own files (generator/adopt.py).
 
 
