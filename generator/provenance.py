@@ -66,7 +66,7 @@ def _header(node: ast.AST) -> ast.AST:
 
 
 def _header_last_line(node: ast.AST) -> int:
-    first: int = getattr(node, "lineno", 0)
+    first: int = _line(node)
     ends = [
         getattr(child, "end_lineno", None) or first
         for field, value in ast.iter_fields(node)
@@ -86,18 +86,26 @@ def _first_line(node: ast.AST) -> str:
     return line if len(line) <= 100 else line[:97] + "..."
 
 
+def _line(node: ast.AST) -> int:
+    """A node's first line; a ``match`` case has none of its own, its pattern does."""
+    if isinstance(node, ast.match_case):
+        return int(node.pattern.lineno)
+    return int(getattr(node, "lineno", 0))
+
+
 def _walk(node: ast.AST, depth: int) -> Iterator[Statement]:
     head = _header(node)
     is_compound = any(isinstance(getattr(node, f, None), list) and getattr(node, f) for f in _BLOCKS)
-    last = _header_last_line(node) if is_compound else (getattr(node, "end_lineno", None) or node.lineno)  # type: ignore[attr-defined]
+    last = _header_last_line(node) if is_compound else (getattr(node, "end_lineno", None) or _line(node))
     code = _first_line(node) if not is_compound else _first_line(_with_pass(head))
-    yield Statement(_intern(depth, ast.dump(head)), depth, node.lineno, last, code)  # type: ignore[attr-defined]
+    yield Statement(_intern(depth, ast.dump(head)), depth, _line(node), max(last, _line(node)), code)
     for field in _BLOCKS:
         children = getattr(node, field, None)
         if not (isinstance(children, list) and children):
             continue
         if field not in ("body", "handlers", "cases"):  # `else:` and `finally:` are lines of their own
-            yield Statement(_intern(depth, f"<{field}>"), depth, children[0].lineno, children[0].lineno, f"{field}:")
+            at = _line(children[0])
+            yield Statement(_intern(depth, f"<{field}>"), depth, at, at, f"{field}:")
         for child in children:
             yield from _walk(child, depth + 1)
 

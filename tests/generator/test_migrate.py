@@ -229,3 +229,21 @@ def test_a_named_release_candidate_is_scanned_before_its_final_release() -> None
     assert [r.tag for r in scanned] == ["v0.10.1", "v0.10.1.1", "v0.11.0rc1", "v0.11.0", "v0.11.1"]
     scanned = migrate._with(releases, provenance.Release("v0.10.1.post1", ""))
     assert [r.tag for r in scanned] == ["v0.10.1", "v0.10.1.post1", "v0.10.1.1", "v0.11.0", "v0.11.1"]
+
+
+def test_a_method_with_match_statements_is_reduced_with_each_cases_line() -> None:
+    """A ``match`` case has no line of its own in ``ast``: its pattern's line stands for it (no crash)."""
+    import ast as stdlib_ast
+
+    source = "def schedule(self, x):\n    match x:\n        case 1:\n            return 1\n        case _:\n            pass\n"
+    func = stdlib_ast.parse(source).body[0]
+    assert isinstance(func, stdlib_ast.FunctionDef)
+    reduced = provenance.reduce(func)
+    assert [(s.first, s.code) for s in reduced.statements] == [
+        (1, "def schedule(self, x):"),
+        (2, "match x:"),
+        (3, "case 1:"),
+        (4, "return 1"),
+        (5, "case _:"),
+        (6, "pass"),
+    ]
