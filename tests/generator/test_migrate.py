@@ -235,7 +235,8 @@ def test_a_method_with_match_statements_is_reduced_with_each_cases_line() -> Non
     """A ``match`` case has no line of its own in ``ast``: its pattern's line stands for it (no crash)."""
     import ast as stdlib_ast
 
-    source = "def schedule(self, x):\n    match x:\n        case 1:\n            return 1\n        case _:\n            pass\n"
+    source = "def schedule(self, x):\n    match x:\n        case 1:\n            return 1\n"
+    source += "        case _:\n            pass\n"
     func = stdlib_ast.parse(source).body[0]
     assert isinstance(func, stdlib_ast.FunctionDef)
     reduced = provenance.reduce(func)
