@@ -175,6 +175,7 @@ def bare_dp_engine(engine_cls: type, group: Any, scheduler: Any) -> Any:
     engine.step_counter, engine.current_wave = 0, 0
     engine.pending_pause, engine.ignore_start_dp_wave, engine.engines_running = False, False, False
     engine.dp_group, engine.scheduler, engine.dp_rank = group, scheduler, 0
+    engine.vllm_config = scheduler.vllm_config  # 0.33's _has_global_unfinished_reqs reads its parallel_config
     interval = getattr(scheduler.vllm_config.parallel_config, "dp_sync_interval", None)
     if interval is not None:
         engine.dp_sync_interval = interval

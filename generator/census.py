@@ -607,6 +607,17 @@ class Census:
     renamed: bool = False  # whether functions were also compared with upstream functions of other names
 
 
+def _outermost(matches: list[Match]) -> list[Match]:
+    """A function nested in a copy is part of that copy (0.32's schedule() defines ``skip_request``), not another."""
+    copied = {(m.function.path, m.function.qualname) for m in matches}
+
+    def inside_a_copy(m: Match) -> bool:
+        parts = m.function.qualname.split(".<locals>.")
+        return any((m.function.path, ".<locals>.".join(parts[:i])) in copied for i in range(1, len(parts)))
+
+    return [m for m in matches if not inside_a_copy(m)]
+
+
 def run(
     root: Path,
     source: Source,
@@ -640,6 +651,7 @@ def run(
         for f in tree_functions
         if (m := match(f, index) or (match_renamed(f, index) if renamed else None)) is not None
     ]
+    matches = _outermost(matches)
     counts = len(tree_functions), sum(f.size >= MIN_MATCHED for f in tree_functions)
     upstream_files = index.files
     del index, tree_functions

@@ -10,7 +10,8 @@ import sys
 import time
 from dataclasses import fields
 
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # --json: stdout carries one object
+if __name__ == "__main__":  # the CLI's process only: importing this module (the tests do) leaves os.environ alone
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # --json: stdout carries one object
 
 from balance_dev.value_sim.collective import DEFAULT_LINK_US, GATHERS
 from balance_dev.value_sim.model import ARRIVALS, BALANCE_MODES, ROUTINGS, CostModel, Lengths, SimConfig

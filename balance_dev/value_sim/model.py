@@ -217,7 +217,8 @@ class Router:
             return self.rng.randrange(self.dp)
         from vllm.v1.engine.core_client import DPLBAsyncMPClient
 
-        request = SimpleNamespace(request_id=request_id, data_parallel_rank=None, pooling_params=None)
+        # resumable: 0.33's get_core_engine_for_request reads it (a resumable request keeps its engine).
+        request = SimpleNamespace(request_id=request_id, data_parallel_rank=None, pooling_params=None, resumable=False)
         return int(DPLBAsyncMPClient.get_core_engine_for_request(self.client, request))  # type: ignore[arg-type]
 
     def snapshot(self, counts: Sequence[Sequence[int | float]]) -> None:

@@ -177,6 +177,19 @@ def test_a_function_is_a_copy_by_statements_in_common_against_both_thresholds(
     assert (census.MIN_MATCHED, census.MIN_SHARE) == (6, 0.5)  # the documented values
 
 
+def test_a_function_nested_in_a_copy_is_part_of_that_copy(tmp_path: Path) -> None:
+    inner = "    def inner(w):\n" + "".join(f"        b{i} = w + {i}\n" for i in range(8)) + "        return b0\n"
+    up = "def f(v):\n" + inner + "".join(f"    a{i} = v + {i}\n" for i in range(10))
+    upstream = _upstream_tree(tmp_path / "up", {"vllm/mod.py": up})
+    tree = _tree(tmp_path / "tree", {"pkg/f.py": up, "pkg/g.py": inner.replace("\n    ", "\n")[4:]})
+    found = census.run(tree, census.vllm_source(upstream), None, (), None)
+    # f's own inner() is not a second copy; the same function standing alone elsewhere is one.
+    assert sorted((c.function.path, c.upstream_name) for c in found.copies) == [
+        ("pkg/f.py", "vllm.mod.f"),
+        ("pkg/g.py", "vllm.mod.f.<locals>.inner"),
+    ]
+
+
 # --- A tree's copies
 
 
@@ -448,7 +461,12 @@ def test_vllm_ascend_0_30_0rc2_holds_four_copies_of_schedule(tmp_path: Path) -> 
     newest = releases.version_key("0.33.0")  # the newest release when this was written: later ones leave it as is
     tags = [t for t in releases.released_tags("v0.13.0") if releases.version_key(t[1:]) <= newest]
     assert len(tags) == 31
-    found = census.run(tree, census.vllm_source(), pin, tags, census.release_reader())  # index: the installed vLLM
+    # Indexed against the tree's own pin (scheduler.py of v0.30.0), not whatever vLLM this interpreter has:
+    # from 0.33 on, a v0.24.0 body shares under half its statements with upstream's schedule().
+    pinned = fetch_release_files(pin, [UPSTREAM_PATH])[UPSTREAM_PATH]
+    assert pinned is not None
+    upstream = _upstream_tree(tmp_path / "up", {UPSTREAM_PATH: pinned.decode()})
+    found = census.run(tree, census.vllm_source(upstream), pin, tags, census.release_reader())
     got = {
         c.function.qualname: (c.function.path, c.dated.tag, c.dated.differing, c.dated.stale)
         for c in found.copies
