@@ -13,3 +13,7 @@ class BalanceNotActiveError(RuntimeError):
 
 class UpstreamMismatchError(RuntimeError):
     """The installed vLLM's scheduler.py is not the file the balance scheduler was generated from."""
+
+
+class BalanceDisagreementError(RuntimeError):
+    """The DP group's ranks differ in balance settings (on/off, running cap, generated copy): refused at start-up."""

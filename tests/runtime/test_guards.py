@@ -79,6 +79,21 @@ def test_importing_again_does_not_double_wrap(patch_mod: Any) -> None:
     assert reloaded._OriginalRunEngineCore is original
     assert engine_mod.EngineCoreProc.run_engine_core is reloaded._balance_run_engine_core
     assert reloaded.BalanceDPEngineCoreProc.__mro__[1] is engine_mod._balance_original_dp_engine_core_proc
+    # The start-up agreement wraps upstream's _init_data_parallel once, on upstream's own class.
+    dp_engine = engine_mod._balance_original_dp_engine_core_proc
+    assert reloaded._OriginalInitDataParallel is engine_mod._balance_original_init_data_parallel
+    assert dp_engine._init_data_parallel is reloaded._balance_init_data_parallel
+    assert dp_engine._init_data_parallel.__wrapped__ is engine_mod._balance_original_init_data_parallel
+
+
+def test_upstream_forms_the_dp_group_with_its_store_before_it_builds_the_engine(patch_mod: Any) -> None:
+    """The agreement reads ``self.dp_store`` after upstream's ``_init_data_parallel``; a refusal there comes
+    before the model loads (``EngineCoreProc.__init__`` forms the group before ``EngineCore.__init__``)."""
+    source = textwrap.dedent(inspect.getsource(engine_mod._balance_original_init_data_parallel))
+    assert "stateless_init_dp_group(return_store=True)" in source and "self.dp_store" in source
+    init = ast.parse(textwrap.dedent(inspect.getsource(engine_mod.EngineCoreProc.__init__)))
+    calls = [ast.unparse(n.func) for n in ast.walk(init) if isinstance(n, ast.Call)]
+    assert calls.index("self._init_data_parallel") < calls.index("super().__init__")
 
 
 def test_balance_scheduler_is_importable_from_the_patch_module_path() -> None:

@@ -30,8 +30,16 @@ def schedule_origin(scheduler: type) -> str:
     tag = getattr(scheduler, "UPSTREAM_TAG", None)
     if tag is None:
         return f"schedule() is upstream's own, gated through its {SEAM_METHOD}() seam"
+    return f"schedule() generated from {copy_identity(scheduler)}"
+
+
+def copy_identity(scheduler: type) -> str:
+    """The copy a rank runs, as the DP group's start-up agreement compares it: tag and upstream sha256."""
+    tag = getattr(scheduler, "UPSTREAM_TAG", None)
+    if tag is None:
+        return f"upstream's own schedule() ({SEAM_METHOD}() seam)"
     sha256 = getattr(scheduler, "UPSTREAM_SHA256", None) or ""
-    return f"schedule() generated from vLLM {tag} (scheduler.py sha256 {sha256[:12]})"
+    return f"vLLM {tag} (scheduler.py sha256 {sha256[:12]})"
 
 
 # One generated module per supported vLLM ref: the pin's tag first (the fallback), then the main-verified

@@ -19,6 +19,7 @@ wraps a wrapper.
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 import vllm.v1.core.sched.async_scheduler as _async_sched_mod
@@ -27,8 +28,9 @@ import vllm.v1.engine.core as _engine_core_mod
 import vllm.v1.engine.utils as _engine_utils_mod
 
 from vllm_ascend.ascend_config import balance_scheduling_enabled as _balance_scheduling_enabled
+from vllm_ascend.core import rank_agreement
 from vllm_ascend.core.balance_scheduler_base import BalanceSchedulerBase
-from vllm_ascend.core.scheduler_path import choose_balance_scheduler, schedule_origin
+from vllm_ascend.core.scheduler_path import choose_balance_scheduler, copy_identity, schedule_origin
 from vllm_ascend.errors import BalanceNotActiveError
 from vllm_ascend.log import get_logger, refusal
 
@@ -61,6 +63,9 @@ _OriginalAsyncScheduler = _original(_async_sched_mod, "async_scheduler", _async_
 _OriginalDPMoEActor = _original(_engine_core_mod, "dp_moe_actor", _engine_core_mod.DPMoEEngineCoreActor)
 _OriginalActorManagerInit = _original(_engine_utils_mod, "actor_manager_init", _Manager.__init__)
 _OriginalScaleUpElasticEP = _original(_engine_utils_mod, "scale_up_elastic_ep", _Manager.scale_up_elastic_ep)
+_OriginalInitDataParallel = _original(
+    _engine_core_mod, "init_data_parallel", _OriginalDPEngineCoreProc._init_data_parallel
+)
 # The upstream seam where vLLM has it, else the generated copy of schedule().
 _ChosenScheduler: Any = choose_balance_scheduler(_OriginalScheduler)
 
@@ -182,6 +187,36 @@ def _configure_vllm_logging(vllm_config: Any) -> None:
         getattr(vllm.logger, "configure_logging")(logging_config)  # noqa: B009
 
 
+@functools.wraps(_OriginalInitDataParallel)
+def _balance_init_data_parallel(self: Any, vllm_config: Any) -> None:
+    """Upstream's DP group, then the group's start-up agreement on balance (``rank_agreement``), on or off.
+
+    On upstream's own class, so that a balance-off rank (upstream's engine core, no collective) still
+    answers: its key in the group's store, read by a daemon thread. A rank joining a running group
+    (elastic scale-up) skips it: the running ranks announced in the store of the group they formed.
+    """
+    _OriginalInitDataParallel(self, vllm_config)
+    if os.environ.get("VLLM_ELASTIC_EP_SCALE_UP_LAUNCH", "0") not in ("", "0"):
+        return
+    balance = _balance_scheduling_enabled(vllm_config)
+    store = getattr(self, "dp_store", None)
+    if store is None:
+        if balance:
+            raise refusal(
+                logger,
+                BalanceNotActiveError(
+                    "balance scheduling is enabled but this vLLM's DP engine core keeps no dp_store, so its ranks "
+                    "cannot agree on balance at start-up: use a vLLM release balance-patchgen supports"
+                ),
+            )
+        return
+    settings = rank_agreement.settings_of(vllm_config, balance, copy_identity(_ChosenScheduler))
+    if balance:
+        rank_agreement.agree(store, self.dp_rank, self.dp_size, settings)
+    else:
+        rank_agreement.answer(store, self.dp_rank, self.dp_size, settings)
+
+
 def _choose_ray_actor(vllm_config: Any) -> None:
     """Ray builds its engine cores from the name in vllm.v1.engine.core, read when the manager runs."""
     if _balance_scheduling_enabled(vllm_config):
@@ -211,3 +246,5 @@ _async_sched_mod.AsyncScheduler = BalanceAsyncScheduler  # type: ignore[misc]
 _engine_core_mod.EngineCoreProc.run_engine_core = staticmethod(_balance_run_engine_core)
 _Manager.__init__ = _balance_actor_manager_init  # type: ignore[method-assign]
 _Manager.scale_up_elastic_ep = _balance_scale_up_elastic_ep  # type: ignore[method-assign]
+# Every DP engine core, balance on or off: the start-up agreement (the class itself stays upstream's).
+_OriginalDPEngineCoreProc._init_data_parallel = _balance_init_data_parallel

@@ -1,0 +1,184 @@
+"""The DP group agrees on balance at start-up, or refuses: every rank on with one cap and one copy, or every rank off.
+
+A per-step gather called on some ranks only is the deadlock the seed warns about, and a node started
+without ``--additional-config`` reaches it silently. Ranks with different running caps never hang, but
+"the leader is at its cap" then means nothing on the others. So every DP engine core announces its
+settings once, right after upstream forms the DP group, in that group's own TCP store (upstream keeps it
+as ``dp_store``): a key write, not a collective, and nothing per step.
+
+- Balance on: the rank waits (at most ``AGREEMENT_TIMEOUT_S``) for every rank's announcement and refuses
+  with one line on any difference, before the model loads.
+- Balance off: the rank only writes its key; a daemon thread reads the others' and stops this process
+  (upstream's own SIGTERM shutdown) when some rank has balance on. Every rank computes the same line
+  from the same announcements, so every rank that can refuses, with the same words.
+
+All ranks form the DP group together (it is a rendezvous), so the announcements arrive within
+moments of each other: the timeout only bounds a rank that never announces (no runtime there).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+from vllm_ascend.errors import BalanceDisagreementError
+from vllm_ascend.log import get_logger, refusal
+
+logger = get_logger(__name__)
+
+AGREEMENT_TIMEOUT_S = 30.0
+_POLL_S = 0.05
+_KEY = "balance-patchgen/rank-settings/v1/{rank}"
+
+
+class Store(Protocol):
+    """What the agreement needs of torch.distributed's store."""
+
+    def set(self, key: str, value: bytes) -> None: ...
+    def get(self, key: str) -> bytes: ...
+    def check(self, keys: list[str]) -> bool: ...
+
+
+@dataclass(frozen=True)
+class RankSettings:
+    balance: bool
+    max_num_seqs: int
+    copy: str  # where schedule() comes from: "vLLM v0.24.0 (scheduler.py sha256 ...)" or upstream's seam
+
+    def encode(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> RankSettings | None:
+        """None: not an announcement this runtime can read (another runtime version wrote it)."""
+        try:
+            fields = json.loads(raw)
+            settings = cls(bool(fields["balance"]), int(fields["max_num_seqs"]), str(fields["copy"]))
+        except (ValueError, TypeError, KeyError):
+            return None
+        return settings
+
+
+# A rank's announcement: its settings, None when unreadable; a rank missing from the mapping announced nothing.
+Announcements = Mapping[int, RankSettings | None]
+
+
+def _ranks(ranks: Iterable[int]) -> str:
+    """``rank 3``, ``ranks 0 and 2``, ``ranks 0-5 and 7``: consecutive runs of three or more collapsed."""
+    ordered = sorted(ranks)
+    runs: list[list[int]] = []
+    for r in ordered:
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    items = [str(r) for run in runs for r in ([f"{run[0]}-{run[-1]}"] if len(run) > 2 else run)]
+    text = items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    return f"rank{'s' if len(ordered) > 1 else ''} {text}"
+
+
+def _differs(label: str, values: Mapping[int, str]) -> str | None:
+    """``label A at ranks .., B at rank ..`` when the ranks hold more than one value, else None."""
+    by_value: dict[str, list[int]] = {}
+    for rank, value in sorted(values.items()):
+        by_value.setdefault(value, []).append(rank)
+    if len(by_value) < 2:
+        return None
+    return f"{label} " + ", ".join(f"{value} at {_ranks(ranks)}" for value, ranks in by_value.items())
+
+
+def disagreement(found: Announcements, size: int, timeout_s: float) -> str | None:
+    """The one line that refuses the group's settings, or None when they agree (or no rank has balance on)."""
+    readable = {r: s for r, s in found.items() if s is not None}
+    on = {r: s for r, s in readable.items() if s.balance}
+    if not on:
+        return None  # nothing gathers anywhere: a rank that said nothing cannot be waiting in a gather
+    parts = [
+        _differs("balance", {r: "on" if s.balance else "off" for r, s in readable.items()}),
+        _differs("max_num_seqs", {r: str(s.max_num_seqs) for r, s in on.items()}),
+        _differs("schedule() from", {r: s.copy for r, s in on.items()}),
+    ]
+    if unreadable := [r for r, s in found.items() if s is None]:
+        parts.append(f"{_ranks(unreadable)} announced settings this runtime cannot read (another runtime version)")
+    if missing := [r for r in range(size) if r not in found]:
+        parts.append(f"{_ranks(missing)} announced nothing within {timeout_s:g} s (no balance-patchgen runtime there)")
+    reasons = [p for p in parts if p]
+    if not reasons:
+        return None
+    return (
+        "balance scheduling differs across the DP group: "
+        + "; ".join(reasons)
+        + ": start every rank with the same scheduler_config.enable_balance_scheduling (--additional-config), "
+        "the same --max-num-seqs and the same vLLM and runtime"
+    )
+
+
+def announce(store: Store, rank: int, settings: RankSettings) -> None:
+    store.set(_KEY.format(rank=rank), settings.encode())
+
+
+def collect(
+    store: Store, size: int, timeout_s: float, *, clock: Callable[[], float] = time.monotonic
+) -> dict[int, RankSettings | None]:
+    """Every rank's announcement that arrives within ``timeout_s`` (all of them, normally at once)."""
+    deadline = clock() + timeout_s
+    found: dict[int, RankSettings | None] = {}
+    while True:
+        for rank in range(size):
+            key = _KEY.format(rank=rank)
+            if rank not in found and store.check([key]):
+                found[rank] = RankSettings.decode(store.get(key))
+        if len(found) == size or clock() >= deadline:
+            return found
+        time.sleep(_POLL_S)
+
+
+def agree(store: Store, rank: int, size: int, settings: RankSettings, timeout_s: float | None = None) -> None:
+    """Balance on: this rank's announcement, then every rank's; a difference raises (logged as one line)."""
+    timeout_s = AGREEMENT_TIMEOUT_S if timeout_s is None else timeout_s
+    announce(store, rank, settings)
+    if (reason := disagreement(collect(store, size, timeout_s), size, timeout_s)) is not None:
+        raise refusal(logger, BalanceDisagreementError(reason))
+
+
+def answer(
+    store: Store,
+    rank: int,
+    size: int,
+    settings: RankSettings,
+    timeout_s: float | None = None,
+    stop: Callable[[], None] | None = None,
+) -> threading.Thread:
+    """Balance off: this rank's announcement, and a daemon thread that ``stop``s the process on a difference.
+
+    The rank's own work goes on meanwhile (it never waits for another rank); the thread ends as soon as
+    every rank has announced, or at the timeout.
+    """
+    timeout = AGREEMENT_TIMEOUT_S if timeout_s is None else timeout_s
+    announce(store, rank, settings)
+
+    def watch() -> None:
+        reason = disagreement(collect(store, size, timeout), size, timeout)
+        if reason is not None:
+            logger.error("%s", reason)
+            (stop or _stop_this_process)()
+
+    thread = threading.Thread(target=watch, name="balance-agreement", daemon=True)
+    thread.start()
+    return thread
+
+
+def _stop_this_process() -> None:
+    # Upstream's engine core turns SIGTERM into its own shutdown (run_engine_core's handler), and its
+    # launcher (front end, headless node, Ray) then stops the rest as for any engine that exits.
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def settings_of(vllm_config: Any, balance: bool, copy: str) -> RankSettings:
+    return RankSettings(balance, int(vllm_config.scheduler_config.max_num_seqs), copy)
