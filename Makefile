@@ -9,7 +9,8 @@ VLLM_VERSION = $(shell tr -dc 'A-Za-z0-9.+-' < $(PIN))
 CLI := $(BIN)/balance-patchgen
 PYTEST_ARGS ?=
 
-.PHONY: regen regen-deps check verify lint lint-workflows test pytest dp-sim bench clean-venv test-range value-sim history downstream
+.PHONY: regen regen-deps check verify lint lint-workflows test pytest upstream-tests bump-judge dp-sim bench clean-venv \
+	test-range value-sim history downstream
 
 # The tool (pyproject.toml) and the reference runtime (runtime/pyproject.toml), both editable: enough for
 # regen/check/verify (upstream comes from the package index, cached). `./runtime`, never a bare `runtime`:
@@ -59,7 +60,23 @@ lint-workflows: $(VENV)/.dev-installed
 pytest: $(VENV)/.vllm-$(VLLM_VERSION)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-test: $(VENV)/.vllm-$(VLLM_VERSION) lint check verify pytest
+test: $(VENV)/.vllm-$(VLLM_VERSION) lint check verify pytest upstream-tests
+
+# vLLM's own scheduler tests (tests/v1/core/test_scheduler.py and test_async_scheduler.py from the pin's
+# sdist, byte-identical, cached) against upstream's Scheduler, the generated copy (balance off, on with the
+# gate open, and closed as a negative control) and the seam; every schedule() output compared with upstream's
+# (docs/upstream-tests.md). Offline overlay, hub cache and shim in build/upstream-tests/TAG; .venv unchanged.
+# ~3.5 min warm, ~4 min cold on 2 cores; in `make test`. Another release's venv:
+#   make upstream-tests UPSTREAM_TESTS_ARGS='--tag v0.27.1 --python .venv-upstream-0.27.1/bin/python'
+UPSTREAM_TESTS_ARGS ?=
+upstream-tests: $(VENV)/.vllm-$(VLLM_VERSION)
+	$(BIN)/python -m balance_dev.upstream_tests $(UPSTREAM_TESTS_ARGS)
+
+# bump.yml's judge: bump this checkout to the plan's tag, install that vLLM, run upstream-tests; clean, its
+# summary goes into the plan's pull request body, not clean, the plan becomes an issue. Nothing is pushed.
+PLAN ?=
+bump-judge: $(VENV)/.dev-installed
+	.ci/bump-judge "$(PLAN)"
 
 dp-sim: $(VENV)/.vllm-$(VLLM_VERSION)
 	$(BIN)/python -m balance_dev.dp_sim --ranks 4 --steps 10000 --seed 1 --compare
@@ -84,10 +101,11 @@ clean-venv:
 value-sim: $(VENV)/.vllm-$(VLLM_VERSION)
 	$(BIN)/python -m balance_dev.value_sim sweep --out benchmarks/results
 
-# Not part of `make test`: the runtime tests (tests/runtime) against one vLLM release per family,
-# each in its own venv (.venv-range/TAG, kept between runs), on a copy of the working tree
-# regenerated for that tag (build/range/TAG). One release: make test-range RANGE_TAGS=v0.27.1
-RANGE_TAGS ?= v0.24.0 v0.27.1 v0.32.0
+# Not part of `make test` (~20 min per release on 2 cores; the drift-gate workflow runs one job per release):
+# its whole pytest suite against one vLLM release per family, each in its own venv (.venv-range/TAG, kept
+# between runs), on a copy of the working tree regenerated for that tag (build/range/TAG: the tree `bump TAG`
+# leaves). One release: make test-range RANGE_TAGS=v0.27.1
+RANGE_TAGS ?= v0.24.0 v0.27.1 v0.33.0
 RANGE := .venv-range
 
 $(RANGE)/%/.installed: requirements/dev.txt .ci/install-vllm .ci/vllm_companions.py

@@ -42,6 +42,53 @@ def issue_title(where: str) -> str:
     return f"{TITLE_PREFIX}vLLM {where}: a balance delta no longer applies"
 
 
+def upstream_tests_title(tag: str) -> str:
+    return f"{TITLE_PREFIX}vLLM {tag}: its own scheduler tests differ on the generated copy"
+
+
+# Where ``bumped``'s body puts upstream's schedule() diff, its last and longest section.
+DIFF_SECTION = "### Upstream `Scheduler.schedule()`"
+
+
+def judged(plan: Plan, summary: str, *, clean: bool) -> Plan:
+    """A ``bumped`` plan after vLLM's own scheduler tests ran at its tag on the new copy (``make upstream-tests``).
+
+    Clean: the same pull request, the summary in its body before upstream's diff. Not clean: an issue instead
+    (as for a delta that no longer applies), the summary and the diff in its body; no pull request opens.
+    """
+    if plan.get("action") != "pull-request" or not isinstance(plan.get("pull_request"), dict):
+        raise ValueError("only a plan for a pull request is judged by the upstream tests")
+    body: str = plan["pull_request"]["body"]
+    at = body.find(DIFF_SECTION)
+    section = summary.rstrip("\n")
+    if clean:
+        amended = f"{body[:at]}{section}\n\n{body[at:]}" if at >= 0 else f"{body.rstrip()}\n\n{section}\n"
+        if len(amended) > 65536:
+            raise ValueError(f"the pull request body would be {len(amended)} characters, over 65536")
+        return {**plan, "pull_request": {**plan["pull_request"], "body": amended}}
+    tag = plan["tag"]
+    intro = (
+        f"`balance-patchgen bump {tag}` applies, but vLLM's own scheduler tests at {tag} do not agree with the "
+        "generated copy (`make upstream-tests`), so no pull request was opened. Opened by the `bump` workflow; "
+        "it updates this issue while the difference lasts."
+    )
+    todo = _section(
+        "What to do",
+        f"In a checkout: `balance-patchgen bump {tag}`, then `make test` (it runs `make upstream-tests`); "
+        "`build/upstream-tests/TAG/report.json` names each test and `schedule()` call that differs. "
+        "See docs/upstream-tests.md.",
+    )
+    rest = body[at:] if at >= 0 else ""
+    return {
+        **plan,
+        "outcome": "upstream-tests-differ",
+        "action": "issue",
+        "summary": f"bump {plan['pinned']} -> {tag} held: vLLM's own scheduler tests differ on the new copy",
+        "pull_request": None,
+        "issue": {"title": upstream_tests_title(tag), "body": _clip("\n\n".join([intro, section, todo, rest]))},
+    }
+
+
 def dumps(plan: Plan) -> str:
     return json.dumps(plan, indent=2, ensure_ascii=False) + "\n"
 

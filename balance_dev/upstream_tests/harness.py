@@ -521,27 +521,23 @@ def markdown(setup: Setup, results: Sequence[Result], verdict: Mapping[str, Sequ
     return "\n".join(lines) + "\n"
 
 
-# The plan's schema bounds a body at 65536 characters (GitHub's limit); the CLI keeps its own under 60000.
-PLAN_BODY_MAX = 65536
-# Where the CLI's body puts upstream's schedule() diff, its last and longest section: the summary goes before it.
-DIFF_SECTION = "### Upstream `Scheduler.schedule()`"
+PLAN_BODY_MAX = 65536  # GitHub's limit, as the plan's schema bounds a body
 
 
-def amend_plan(plan_path: Path, text: str) -> None:
-    """Put ``text`` into the plan's pull request body (the bump workflow opens the pull request from it),
-    before upstream's ``schedule()`` diff when the body has it, else at the end."""
+def amend_plan(plan_path: Path, text: str, *, clean: bool = True) -> None:
+    """The bump plan judged by this run (``generator.plan.judged``): clean, ``text`` goes into its pull
+    request's body before upstream's ``schedule()`` diff; not clean, the plan becomes an issue instead."""
+    from generator import plan as plans
+
     plan = json.loads(plan_path.read_text(encoding="utf-8"))
     pull = plan.get("pull_request")
     if not isinstance(pull, dict) or not isinstance(pull.get("body"), str):
         raise HarnessError(f"{plan_path} has no pull_request.body: is it a `bump --plan` plan for a pull request?", 2)
-    body: str = pull["body"]
-    at = body.find(DIFF_SECTION)
-    section = text.rstrip("\n")
-    body = f"{body[:at]}{section}\n\n{body[at:]}" if at >= 0 else f"{body.rstrip()}\n\n{section}\n"
-    if len(body) > PLAN_BODY_MAX:
-        raise HarnessError(f"the pull request body would be {len(body)} characters, over {PLAN_BODY_MAX}", 2)
-    pull["body"] = body
-    plan_path.write_text(json.dumps(plan, indent=2) + "\n", encoding="utf-8")
+    try:
+        judged = plans.judged(plan, text, clean=clean)
+    except ValueError as exc:
+        raise HarnessError(str(exc), 2) from exc
+    plan_path.write_text(json.dumps(judged, indent=2) + "\n", encoding="utf-8")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -638,7 +634,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.markdown.write_text(md, encoding="utf-8")
     if args.amend_plan:
         try:
-            amend_plan(args.amend_plan, md)
+            amend_plan(args.amend_plan, md, clean=report["clean"])
         except (HarnessError, OSError, ValueError) as exc:
             say(f"error: {exc}")
             return 2

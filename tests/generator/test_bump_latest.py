@@ -293,3 +293,32 @@ def test_plan_for_a_release_without_schedule_describes_one_issue(
     bumped = run(project, "bump", "--latest")
     assert bumped.exit_code == 4
     assert failure["message"] in one_error_line(bumped)
+
+
+def test_upstreams_own_tests_judge_the_bump_a_difference_makes_an_issue_instead() -> None:
+    made = plan.bumped("v0.24.0", "v0.25.0", method_diff="-a\n+b\n", outcomes=(), no_copy_reason=None, rows=())
+    summary = "### vLLM's own scheduler tests at v0.25.0\n\n| run | passed |\n"
+    clean = plan.judged(made, summary, clean=True)
+    jsonschema.validate(clean, SCHEMA)
+    body = clean["pull_request"]["body"]
+    assert body.index(summary.rstrip()) < body.index(plan.DIFF_SECTION)
+    assert {k: v for k, v in clean.items() if k != "pull_request"} == {
+        k: v for k, v in made.items() if k != "pull_request"
+    }
+    held = plan.judged(made, summary, clean=False)
+    jsonschema.validate(held, SCHEMA)
+    assert (held["action"], held["outcome"], held["pull_request"], held["exit_code"]) == (
+        "issue",
+        "upstream-tests-differ",
+        None,
+        0,
+    )
+    assert (
+        held["issue"]["title"] == "balance-patchgen: vLLM v0.25.0: its own scheduler tests differ on the generated copy"
+    )
+    assert summary.rstrip() in held["issue"]["body"] and "+b" in held["issue"]["body"]
+    # Only a pull request is judged; a held plan cannot pass for a delta failure.
+    with pytest.raises(ValueError, match="only a plan for a pull request"):
+        plan.judged(held, summary, clean=True)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**held, "exit_code": 4}, SCHEMA)

@@ -10,6 +10,7 @@ second day's run updates what the first opened instead of opening another.
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import stat
 import sys
@@ -25,7 +26,7 @@ from balance_dev.project_files import REPO_ROOT
 from balance_dev.upstream_edits import without_cap_check
 from balance_dev.upstream_repo import build_vllm_repo, set_identity
 from balance_dev.workflow_run import WorkflowError, WorkflowRun, runner_env
-from generator import pipeline
+from generator import pipeline, plan
 from generator.pin import PIN_FILE
 from generator.sources.base import UpstreamFile
 
@@ -33,6 +34,19 @@ WORKFLOW = REPO_ROOT / ".github/workflows/bump.yml"
 OUTPUT = Path("generated/balance_scheduler.py")
 REPOSITORY = "vllm-ascend/balance"  # GITHUB_REPOSITORY: only ever handed to gh as GH_REPO
 JOBS = ("plan", "pull-request", "vllm-main", "issue")
+# bump.yml's judge: vLLM's own scheduler tests at the new tag (minutes; the harness has its own tests in
+# test_upstream_tests.py). Stood in for by its verdict, carried into the plan by the harness's own amend_plan.
+JUDGE_STEP = 'make bump-judge PLAN="$RUNNER_TEMP/plan.json"'
+SUMMARY = "### vLLM's own scheduler tests (stood in for)\n"
+
+
+def judge_stand_in(clean: bool) -> str:
+    code = (
+        "import json, os, pathlib; from balance_dev.upstream_tests.harness import amend_plan; "
+        "p = pathlib.Path(os.environ['RUNNER_TEMP']) / 'plan.json'; "
+        f"json.loads(p.read_text())['action'] == 'pull-request' and amend_plan(p, {SUMMARY!r}, clean={clean})"
+    )
+    return f'PYTHONPATH="{REPO_ROOT}" "{sys.executable}" -c {shlex.quote(code)}\n'
 
 
 class GitHub:
@@ -44,6 +58,7 @@ class GitHub:
         self.state = root / "gh-state.json"
         self.vllm_url = vllm_url
         self.days = 0
+        self.upstream_tests_clean = True
         source = git.Repo.init(root / "source", initial_branch="main")
         set_identity(source)
         for rel, data in project.items():
@@ -75,8 +90,15 @@ class GitHub:
         home = self.root / f"home-{self.days}"
         home.mkdir()
         env = runner_env(home, self.bin, GITHUB_REPOSITORY=REPOSITORY, **{fake_gh.STATE_ENV: str(self.state)})
-        values = {"github.token": "token-of-this-run", "github.repository": REPOSITORY}
-        run = WorkflowRun(WORKFLOW, workspace, env, values, overrides={"VLLM_REPO": self.vllm_url})
+        values = {"github.token": "token-of-this-run", "github.repository": REPOSITORY, "vars.TORCH_CPU_INDEX": ""}
+        run = WorkflowRun(
+            WORKFLOW,
+            workspace,
+            env,
+            values,
+            overrides={"VLLM_REPO": self.vllm_url},
+            stand_ins={JUDGE_STEP: judge_stand_in(self.upstream_tests_clean)},
+        )
         for job in JOBS:
             run.run(job)
         return run
@@ -131,6 +153,7 @@ def test_a_new_release_arrives_as_one_pull_request_updated_not_repeated(
     assert [(p["head"], p["title"], p["body"], p["state"]) for p in state["pull_requests"]] == [
         (pull_request["branch"], pull_request["title"], pull_request["body"], "OPEN")
     ]
+    assert SUMMARY.rstrip() in pull_request["body"]  # the judge's summary reached the pull request
     assert state["dispatches"] == [{"workflow": "drift-gate.yml", "ref": pull_request["branch"]}]
     # Every call to GitHub carried the run's token and repository; reads of the plan needed neither.
     assert all(c["token"] == "token-of-this-run" for c in state["calls"])
@@ -199,6 +222,23 @@ def test_a_release_where_a_delta_fails_and_a_broken_main_each_keep_one_issue(
     assert verbs.count(["issue", "edit"]) == 2 and verbs.count(["issue", "reopen"]) == 1
 
 
+def test_a_bump_whose_upstream_tests_differ_opens_an_issue_not_a_pull_request(
+    new_release: GitHub, upstream_pinned: UpstreamFile
+) -> None:
+    new_release.upstream_tests_clean = False
+    main_before = new_release.branch("main").hexsha
+    day = new_release.day()
+    assert [day.jobs[j].ran for j in JOBS] == [True, False, True, True]
+    made = json.loads(day.jobs["plan"].outputs["plan"])
+    assert (made["action"], made["outcome"]) == ("issue", "upstream-tests-differ")
+    (issue,) = new_release.gh["issues"]
+    assert issue["title"] == plan.upstream_tests_title(upstream_pinned.tag)
+    assert SUMMARY.rstrip() in issue["body"]
+    assert new_release.gh["pull_requests"] == [] and new_release.gh["dispatches"] == []
+    assert [h.name for h in git.Repo(new_release.bare).heads] == ["main"]
+    assert new_release.branch("main").hexsha == main_before
+
+
 def test_a_failing_gh_call_fails_the_job_instead_of_opening_a_duplicate(new_release: GitHub) -> None:
     """`gh pr list` failing must not read as "no pull request yet" (bash -eo pipefail)."""
     new_release.day()
@@ -220,4 +260,22 @@ def test_the_workflow_reads_vllm_from_its_repository_and_only_through_the_cli() 
     scripts = "\n".join(s.get("run", "") for job in spec["jobs"].values() for s in job["steps"])
     assert "balance-patchgen bump --latest --plan" in scripts
     assert "balance-patchgen bump --latest\n" in scripts
+    # The judge stood in for above is the Makefile's target, which runs .ci/bump-judge.
+    judge = [s for s in spec["jobs"]["plan"]["steps"] if s.get("run", "").strip() == JUDGE_STEP]
+    assert len(judge) == 1
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    assert '\n\t.ci/bump-judge "$(PLAN)"\n' in makefile
     assert "balance-patchgen matrix main --source git --plan" in scripts
+
+
+def test_the_judge_leaves_any_plan_but_a_pull_request_as_it_is(tmp_path: Path) -> None:
+    import subprocess
+
+    path = tmp_path / "plan.json"
+    for action in ("none", "issue"):
+        path.write_text(json.dumps({"action": action, "tag": "v0.99.0"}))
+        before = path.read_bytes()
+        done = subprocess.run([REPO_ROOT / ".ci/bump-judge", path], capture_output=True, text=True, check=False)
+        assert (done.returncode, done.stdout, path.read_bytes()) == (0, "", before), done.stderr
+    done = subprocess.run([REPO_ROOT / ".ci/bump-judge"], capture_output=True, text=True, check=False)
+    assert done.returncode != 0 and "usage: .ci/bump-judge PLAN.json" in done.stderr
