@@ -634,7 +634,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.markdown.write_text(md, encoding="utf-8")
     if args.amend_plan:
         try:
-            amend_plan(args.amend_plan, md, clean=report["clean"])
+            amend_plan(args.amend_plan, md, clean=bool(report["clean"]))
         except (HarnessError, OSError, ValueError) as exc:
             say(f"error: {exc}")
             return 2
