@@ -198,7 +198,7 @@ def _where_expected(upstream_text: str, spec: CopySpec, edit: Edit, hits: Sequen
         return ""
     first, last = found[0].lineno, found[0].end_lineno or found[0].lineno
     method_lines = [line.strip() for line in upstream_text.splitlines()[first - 1 : last]]
-    wanted = [_dedent(edit.anchor).splitlines()[0].strip()]
+    wanted = [_one_line(edit.anchor)]
     if hits:
         wanted = [cst.Module(body=[]).code_for_node(h.stmt).strip().splitlines()[0] for h, _ in hits]
     chunks = []
@@ -207,6 +207,13 @@ def _where_expected(upstream_text: str, spec: CopySpec, edit: Edit, hits: Sequen
         if close:
             chunks.append(_numbered(upstream_text, first + method_lines.index(close[0])))
     return "\n  ...\n".join(chunks)
+
+
+def _one_line(anchor: str, limit: int = 100) -> str:
+    """An anchor as one line for a message: its lines joined (a first line may be a bare ``(``), cut at ``limit``."""
+    text = " ".join(line.strip() for line in anchor.splitlines() if line.strip())
+    text = text.replace("( ", "(").replace(" )", ")")
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
 def apply(
@@ -219,9 +226,9 @@ def apply(
         hits = [(m.hit, m.size) for m in found]
         if len(hits) != 1:
             what = "not found" if not hits else f"found {len(hits)} times (ambiguous)"
-            first = _dedent(edit.anchor).splitlines()[0].strip()
+            anchor = _one_line(edit.anchor)
             raise EditDoesNotApply(
-                f"spec {spec.name!r} edit {edit.name!r} does not apply to {tag}: its anchor `{first}` in "
+                f"spec {spec.name!r} edit {edit.name!r} does not apply to {tag}: its anchor `{anchor}` in "
                 f"{spec.upstream_class}.{spec.upstream_method}() {what}; re-anchor it in the spec, or keep the pin",
                 spec=spec.name,
                 edit=edit.name,

@@ -203,3 +203,13 @@ def test_a_hand_kept_copy_is_never_rewritten_and_its_distance_is_reported(tree: 
         assert "MyScheduler.schedule is hand-kept, " in result.output
         assert "statements from upstream v0.24.0's Scheduler.schedule" in result.output
     assert (tree / FILE).read_bytes() == before
+
+
+def test_a_multi_line_anchor_is_named_on_one_line() -> None:
+    from generator import edits
+
+    assert edits._one_line("(\n    new_blocks,\n    hits,\n) = self.lookup(request)\n") == (
+        "(new_blocks, hits,) = self.lookup(request)"
+    )
+    assert edits._one_line("x = " + "a + " * 40 + "a").endswith("...")
+    assert len(edits._one_line("x = " + "a + " * 40 + "a")) == 100
