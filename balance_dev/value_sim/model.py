@@ -199,7 +199,8 @@ class Router:
         self.mode, self.dp, self.rng, self.next_rr = mode, dp, rng, 0
         # The attributes get_core_engine_for_request and process_engine_outputs read, as
         # core_client.py DPLBAsyncMPClient.__init__ sets them for one front-end (eng_start_index =
-        # len(core_engines) * client_index // client_count = 0); engine_inflight is read from 0.27 on.
+        # len(core_engines) * client_index // client_count = 0); engine_inflight is read from 0.27 on,
+        # streaming_reqs from 0.33 on.
         self.client = SimpleNamespace(
             lb_engines=[engine_entry() for _ in range(dp)],
             client_count=1,
@@ -207,6 +208,7 @@ class Router:
             core_engines=list(range(dp)),
             reqs_in_flight={},
             engine_inflight=Counter(),
+            streaming_reqs=set(),
         )
 
     def choose(self, request_id: str) -> int:

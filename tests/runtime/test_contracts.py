@@ -48,7 +48,7 @@ def test_contract2_same_outputs_as_upstream_step_after_step(
     assert ours == upstream
     # The scenario did what its name says (the comparison is not vacuous).
     # Distinct ids: from 0.33 a preempted request comes back among the new ones.
-    assert len({r for s in upstream for r in s["new"]}) == len(script)
+    assert len({r[0] for s in upstream for r in s["new"]}) == len(script)
     assert upstream[-1]["tokens"] == {}
     if name == "preemption-small-kv":
         assert any(s["preempted"] for s in upstream)

@@ -65,7 +65,7 @@ def test_patched_upstream_steps_exactly_like_upstream(
     upstream = [summarize(o) for o in drive(build(upstream_scheduler_cls, knobs, None), script, 160)]
     patched = [summarize(o) for o in drive(build(seam_scheduler_cls, knobs, None), script, 160)]
     assert patched == upstream
-    assert len({r for s in upstream for r in s["new"]}) == len(script)  # every request was admitted at some step
+    assert len({r[0] for s in upstream for r in s["new"]}) == len(script)  # every request was admitted at some step
 
 
 def test_the_seam_is_what_stops_admission(seam_scheduler_cls: type) -> None:
