@@ -14,15 +14,25 @@ The leader's count is what the last gather stored on the scheduler instance
 (``balance_leader_running``; the class default does not count): with balance off no gather runs and
 there is none, with balance on every engine core must have one. The cap is upstream's:
 ``max_num_active_reqs`` where vLLM has it (0.31+), else ``max_num_running_reqs``.
+
+For the fault runs (``e2e/faults.py``) it also keeps, after every engine step, this rank's running and
+waiting counts and the scheduler's pause state (``now``: what a drained or aborted rank is left with),
+and the wall-clock (``time.time()``) intervals in which the gathered leader count was at the cap
+(``gate_closed``: the gate closed, whether or not this rank had anything waiting), so a client on the
+same host can tell whether its abort came while the gate was closed. ``BALANCE_E2E_PROBE_LEAN=1``
+(the soak) keeps counts instead of the admitted ids and the last intervals only.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 _MARK = "_balance_e2e_probe"
+LEAN = os.environ.get("BALANCE_E2E_PROBE_LEAN") == "1"
+GATE_INTERVALS_KEPT = 200 if LEAN else 20000
 
 
 def _qualname(cls: type) -> str:
@@ -63,7 +73,13 @@ class Recorder:
             "gathered": False,
             "max_leader_running": None,
             "admitted": [],
+            "admitted_count": 0,
             "admitted_while_leader_at_cap": [],
+            "now": {"running": 0, "waiting": 0, "pause_state": 0, "t": time.time()},
+            "gate_closed": [],  # [start, end or None] in time.time(), the leader count at the cap
+            "gate_closings": 0,
+            "t_schedule": None,  # time.time() of the last schedule() call
+            "pause_states_seen": [],
         }
         os.makedirs(out_dir, exist_ok=True)
         original = scheduler.schedule
@@ -79,11 +95,13 @@ class Recorder:
     def before_schedule(self, scheduler: Any) -> tuple[set[str], int | None]:
         state = self.state
         state["steps"] += 1
+        state["t_schedule"] = time.time()
         cap = _cap(scheduler)
         leader = _leader_running(scheduler)
         if leader is not None:
             state["gathered"] = True
             state["max_leader_running"] = max(leader, state["max_leader_running"] or 0)
+            self.gate(leader >= cap)
         if len(scheduler.waiting):
             state["steps_with_waiting"] += 1
             if leader is not None and leader >= cap and len(scheduler.running) < cap:
@@ -93,10 +111,36 @@ class Recorder:
     def after_schedule(self, scheduler: Any, before: tuple[set[str], int | None]) -> None:
         running_before, leader = before
         admitted = [r.request_id for r in scheduler.running if r.request_id not in running_before]
-        self.state["admitted"].extend(admitted)
+        self.state["admitted_count"] += len(admitted)
+        if not LEAN:
+            self.state["admitted"].extend(admitted)
         if admitted and leader is not None and leader >= _cap(scheduler):
             self.state["admitted_while_leader_at_cap"].extend(admitted)
         self._write()
+
+    def gate(self, closed: bool) -> None:
+        intervals = self.state["gate_closed"]
+        is_open = not intervals or intervals[-1][1] is not None
+        if closed and is_open:
+            self.state["gate_closings"] += 1
+            intervals.append([time.time(), None])
+            del intervals[:-GATE_INTERVALS_KEPT]
+        elif not closed and not is_open:
+            intervals[-1][1] = time.time()
+
+    def after_step(self, scheduler: Any) -> None:
+        """This rank's counts after an engine step (written when they change)."""
+        pause = int(getattr(scheduler, "pause_state", 0) or 0)
+        now = {
+            "running": len(scheduler.running),
+            "waiting": len(scheduler.waiting) + len(getattr(scheduler, "skipped_waiting", ())),
+            "pause_state": pause,
+        }
+        if pause not in self.state["pause_states_seen"]:
+            self.state["pause_states_seen"].append(pause)
+        if any(self.state["now"][k] != v for k, v in now.items()):
+            self.state["now"] = {**now, "t": time.time()}
+            self._write()
 
     def _write(self) -> None:
         tmp = f"{self.path}.{os.getpid()}.tmp"
@@ -115,7 +159,9 @@ def install(out_dir: str, shims: list[str]) -> None:
     def _process_engine_step(self: Any) -> Any:
         if _MARK not in self.__dict__:
             self.__dict__[_MARK] = Recorder(self, out_dir, shims)
-        return original(self)
+        out = original(self)
+        self.__dict__[_MARK].after_step(self.scheduler)
+        return out
 
     setattr(_process_engine_step, _MARK, True)
     EngineCoreProc._process_engine_step = _process_engine_step  # type: ignore[method-assign]
