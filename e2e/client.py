@@ -23,6 +23,7 @@ import asyncio
 import json
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +67,15 @@ class Stream:
     finish_reason: str | None = None
     usage_tokens: int | None = None
     done: bool = False
+    error: str | None = None  # open_stream: what went wrong, as the client saw it
+    cut: bool = False  # open_stream: the client closed the stream (cut_after)
+    cut_at: float | None = None  # time.time() of the cut: the probe's clock
+    ended: float | None = None  # time.monotonic() when the stream ended, however
+
+    def exact(self) -> bool:
+        """Completed as asked: every token, finish reason ``length``, the same count in ``usage``."""
+        n = self.max_tokens
+        return self.done and len(self.token_ids) == n and self.usage_tokens == n and self.finish_reason == "length"
 
     def first_token(self) -> float:
         return self.token_times[0]
@@ -88,6 +98,37 @@ async def stream_completion(
     n: int = 0,
     first_token: asyncio.Event | None = None,
 ) -> Stream:
+    """One streamed request that must complete: exactly ``max_tokens`` token ids, ``length``, ``[DONE]``."""
+    s = await open_stream(session, route, rid, n_prompt, max_tokens, rank, n, first_token=first_token)
+    if s.error is not None:
+        raise ClientFailure(f"{rid}: {s.error}")
+    if not s.done:
+        raise ClientFailure(f"{rid}: stream ended without [DONE]")
+    if not s.exact():
+        raise ClientFailure(
+            f"{rid}: streamed {len(s.token_ids)} tokens, usage says {s.usage_tokens}, finish reason "
+            f"{s.finish_reason!r}; expected exactly {max_tokens} and 'length'"
+        )
+    return s
+
+
+async def open_stream(
+    session: aiohttp.ClientSession,
+    route: Route,
+    rid: str,
+    n_prompt: int,
+    max_tokens: int,
+    rank: int | None,
+    n: int = 0,
+    first_token: asyncio.Event | None = None,
+    cut_after: int | None = None,
+    cut_ok: Callable[[], bool] | None = None,
+) -> Stream:
+    """One streamed request, whatever becomes of it: the ``Stream`` says (never raises for the server's
+    answer). ``cut_after``: the client closes the connection once that many tokens arrived (``cut``,
+    ``cut_at`` in ``time.time()``, the probe's clock). An HTTP error, an error chunk, a broken
+    connection or a stream without ``[DONE]`` is ``error``. ``cut_ok``: the cut waits for the first token
+    at which it says yes (the fault runs: while the probe shows balance's gate closed)."""
     url, headers = route.target(rank, n)
     body = {
         "model": MODEL_NAME,
@@ -100,38 +141,50 @@ async def stream_completion(
         "return_token_ids": True,
     }
     s = Stream(rid, rank, max_tokens, time.monotonic())
-    async with session.post(f"{url}/v1/completions", json=body, headers={**headers, "X-Request-Id": rid}) as resp:
-        if resp.status != 200:
-            raise ClientFailure(f"{rid}: HTTP {resp.status} from {url}: {(await resp.text())[:300]}")
-        async for raw in resp.content:
-            line = raw.strip()
-            if not line.startswith(b"data:"):
-                continue
-            data = line[len(b"data:") :].strip()
-            if data == b"[DONE]":
-                s.done = True
-                break
-            now = time.monotonic()
-            chunk = json.loads(data)
-            if "error" in chunk:
-                raise ClientFailure(f"{rid}: error in stream: {chunk['error']}")
-            for choice in chunk.get("choices", []):
-                ids = choice.get("token_ids") or []
-                s.token_ids.extend(ids)
-                s.token_times.extend([now] * len(ids))
-                if ids and first_token is not None:
-                    first_token.set()
-                if choice.get("finish_reason"):
-                    s.finish_reason = choice["finish_reason"]
-            if chunk.get("usage"):
-                s.usage_tokens = chunk["usage"]["completion_tokens"]
-    if not s.done:
-        raise ClientFailure(f"{rid}: stream ended without [DONE]")
-    if len(s.token_ids) != max_tokens or s.usage_tokens != max_tokens or s.finish_reason != "length":
-        raise ClientFailure(
-            f"{rid}: streamed {len(s.token_ids)} tokens, usage says {s.usage_tokens}, finish reason "
-            f"{s.finish_reason!r}; expected exactly {max_tokens} and 'length'"
-        )
+    try:
+        async with session.post(f"{url}/v1/completions", json=body, headers={**headers, "X-Request-Id": rid}) as resp:
+            if resp.status != 200:
+                s.error = f"HTTP {resp.status} from {url}: {(await resp.text())[:300]}"
+                s.ended = time.monotonic()
+                return s
+            async for raw in resp.content:
+                line = raw.strip()
+                if not line.startswith(b"data:"):
+                    continue
+                data = line[len(b"data:") :].strip()
+                if data == b"[DONE]":
+                    s.done = True
+                    break
+                now = time.monotonic()
+                chunk = json.loads(data)
+                if "error" in chunk:
+                    s.error = f"error in stream: {chunk['error']}"
+                    break
+                for choice in chunk.get("choices", []):
+                    ids = choice.get("token_ids") or []
+                    s.token_ids.extend(ids)
+                    s.token_times.extend([now] * len(ids))
+                    if ids and first_token is not None:
+                        first_token.set()
+                    if choice.get("finish_reason"):
+                        s.finish_reason = choice["finish_reason"]
+                if chunk.get("usage"):
+                    s.usage_tokens = chunk["usage"]["completion_tokens"]
+                if (
+                    cut_after is not None
+                    and len(s.token_ids) >= cut_after
+                    and not s.finish_reason
+                    and (cut_ok is None or cut_ok())
+                ):
+                    s.cut = True
+                    s.cut_at = time.time()
+                    resp.close()  # the connection goes: vLLM aborts the request
+                    break
+    except (aiohttp.ClientError, ConnectionError) as e:
+        s.error = f"{type(e).__name__}: {e}"
+    s.ended = time.monotonic()
+    if s.error is None and not s.done and not s.cut:
+        s.error = "stream ended without [DONE]"
     return s
 
 

@@ -39,8 +39,12 @@ def balance_config(balance: bool) -> str:
     return json.dumps({"scheduler_config": {"enable_balance_scheduling": balance}})
 
 
-def serve_args(model: str, balance: bool) -> list[str]:
-    """What every process tree of every topology gets: the model, the engine shape, balance on/off."""
+def serve_args(model: str, balance: bool | None, max_num_seqs: int = CAP) -> list[str]:
+    """What every process tree of every topology gets: the model, the engine shape, balance on/off.
+
+    ``balance=None``: no ``--additional-config`` at all (an operator who forgot it on one node);
+    ``max_num_seqs``: another running cap for one node (the fault runs' mismatch)."""
+    config = [] if balance is None else ["--additional-config", balance_config(balance)]
     return [
         sys.executable,
         VLLM_CLI,
@@ -54,7 +58,7 @@ def serve_args(model: str, balance: bool) -> list[str]:
         "--dtype",
         "bfloat16",
         "--max-num-seqs",
-        str(CAP),
+        str(max_num_seqs),
         "--max-model-len",
         "256",
         "--max-num-batched-tokens",
@@ -66,8 +70,7 @@ def serve_args(model: str, balance: bool) -> list[str]:
         "2",
         "--data-parallel-address",
         "127.0.0.1",
-        "--additional-config",
-        balance_config(balance),
+        *config,
     ]
 
 
