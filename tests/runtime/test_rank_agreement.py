@@ -171,7 +171,5 @@ def test_every_rank_agrees_or_refuses_through_upstreams_init_data_parallel(
     if name == "no-runtime":
         assert "rank 1 announced nothing within 3 s" in got[0][1]
         assert got[0][3] >= TIMEOUT_S  # it waited for the silent rank, then refused
-    if name in ("all-on", "all-off", "one-off", "caps"):
-        # Announcements arrive together: nobody waits out the bound.
-        assert all(got[r][3] < TIMEOUT_S for r in range(len(ranks))), got
-        assert all(not got[r][2] for r in range(len(ranks)) if expected[r] == "ran")
+    # A rank that agrees logs nothing (no rank was reported missing or different).
+    assert all(not got[r][2] for r in range(len(ranks)) if expected[r] == "ran")
