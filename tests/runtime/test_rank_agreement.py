@@ -9,6 +9,7 @@ are stopped by SIGTERM (the signal upstream's engine core shuts down on) from th
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import threading
@@ -68,6 +69,9 @@ CASES: dict[str, tuple[list[tuple[bool, int] | None], list[str]]] = {
     "one-off": ([(True, 4), (False, 4)], ["refused", "stopped"]),
     "caps": ([(True, 4), (True, 8), (True, 4)], ["refused", "refused", "refused"]),
     "no-runtime": ([(True, 4), None], ["refused", "ran"]),
+    # Last: rank 0 (it hosts the DP group's store) leaves its process the moment it refuses, as a real
+    # engine core does; the off rank must still read, log the line and stop.
+    "host-exits": ([(True, 4), (False, 4)], ["refused", "stopped"]),
 }
 TIMEOUT_S = 3.0  # the agreement's bound for a rank that never announces, shortened for the test
 
@@ -103,6 +107,15 @@ def _rank_main(rank: int, ports: dict[str, int], results: Any) -> None:
         parallel.data_parallel_rank = parallel.data_parallel_rank_local = rank
         parallel.data_parallel_master_ip = "127.0.0.1"
         parallel._data_parallel_master_port_list = [ports[name]]
+        if name == "host-exits" and rank == 1:
+            # The off rank reads late (a loaded node): rank 0 has refused by then and would be gone.
+            real_collect = agreement.collect
+
+            def late_collect(*args: Any, real: Any = real_collect, **kwargs: Any) -> Any:
+                time.sleep(2.0)
+                return real(*args, **kwargs)
+
+            agreement.collect = late_collect  # type: ignore[assignment]
         engine = object.__new__(patch._OriginalDPEngineCoreProc)
         started = time.monotonic()
         outcome, error = "ran", ""
@@ -119,6 +132,12 @@ def _rank_main(rank: int, ports: dict[str, int], results: Any) -> None:
         if stopped.is_set():
             outcome = "stopped"
         results.put((name, rank, outcome, error, list(lines), time.monotonic() - started))
+        if name == "host-exits":
+            if rank == 0:
+                results.close()
+                results.join_thread()
+                os._exit(0)  # the store goes with the process, at once
+            continue
         engine.dp_group.barrier().wait()  # every rank done with this case's store before rank 0's closes it
 
 
@@ -164,7 +183,7 @@ def test_every_rank_agrees_or_refuses_through_upstreams_init_data_parallel(
         assert got[r][2] and got[r][2][-1].startswith(PREFIX), got[r]
         if expected[r] == "refused":
             assert got[r][1] == got[r][2][-1]
-    if name == "one-off":
+    if name in ("one-off", "host-exits"):
         assert "balance on at rank 0, off at rank 1" in got[0][1]
     if name == "caps":
         assert "max_num_seqs 4 at ranks 0 and 2, 8 at rank 1" in got[0][1]

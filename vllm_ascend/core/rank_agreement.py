@@ -35,6 +35,8 @@ logger = get_logger(__name__)
 AGREEMENT_TIMEOUT_S = 30.0
 _POLL_S = 0.05
 _KEY = "balance-patchgen/rank-settings/v1/{rank}"
+_READ = "balance-patchgen/rank-settings/v1/read/{rank}"
+_ACK_S = 10.0  # a refusing rank waits at most this long for the others to have read
 
 
 class Store(Protocol):
@@ -93,7 +95,7 @@ def _differs(label: str, values: Mapping[int, str]) -> str | None:
     return f"{label} " + ", ".join(f"{value} at {_ranks(ranks)}" for value, ranks in by_value.items())
 
 
-def disagreement(found: Announcements, size: int, timeout_s: float) -> str | None:
+def disagreement(found: Announcements, size: int, timeout_s: float, *, store_lost: bool = False) -> str | None:
     """The one line that refuses the group's settings, or None when they agree (or no rank has balance on)."""
     readable = {r: s for r, s in found.items() if s is not None}
     on = {r: s for r, s in readable.items() if s.balance}
@@ -107,7 +109,8 @@ def disagreement(found: Announcements, size: int, timeout_s: float) -> str | Non
     if unreadable := [r for r, s in found.items() if s is None]:
         parts.append(f"{_ranks(unreadable)} announced settings this runtime cannot read (another runtime version)")
     if missing := [r for r in range(size) if r not in found]:
-        parts.append(f"{_ranks(missing)} announced nothing within {timeout_s:g} s (no balance-patchgen runtime there)")
+        when = "before the DP group's store went away" if store_lost else f"within {timeout_s:g} s"
+        parts.append(f"{_ranks(missing)} announced nothing {when} (no balance-patchgen runtime there)")
     reasons = [p for p in parts if p]
     if not reasons:
         return None
@@ -125,25 +128,49 @@ def announce(store: Store, rank: int, settings: RankSettings) -> None:
 
 def collect(
     store: Store, size: int, timeout_s: float, *, clock: Callable[[], float] = time.monotonic
-) -> dict[int, RankSettings | None]:
-    """Every rank's announcement that arrives within ``timeout_s`` (all of them, normally at once)."""
+) -> tuple[dict[int, RankSettings | None], bool]:
+    """Every rank's announcement that arrives within ``timeout_s`` (all of them, normally at once), and whether
+    the store went away first (its host, rank 0, stopped: a refusing rank 0 waits for ``acknowledge``)."""
     deadline = clock() + timeout_s
     found: dict[int, RankSettings | None] = {}
-    while True:
-        for rank in range(size):
-            key = _KEY.format(rank=rank)
-            if rank not in found and store.check([key]):
-                found[rank] = RankSettings.decode(store.get(key))
-        if len(found) == size or clock() >= deadline:
-            return found
-        time.sleep(_POLL_S)
+    try:
+        while True:
+            for rank in range(size):
+                key = _KEY.format(rank=rank)
+                if rank not in found and store.check([key]):
+                    found[rank] = RankSettings.decode(store.get(key))
+            if len(found) == size or clock() >= deadline:
+                return found, False
+            time.sleep(_POLL_S)
+    except RuntimeError:  # torch's DistNetworkError / DistStoreError: the store's host is gone
+        return found, True
+
+
+def _verdict(store: Store, rank: int, size: int, timeout_s: float) -> str | None:
+    """This rank's reading of every announcement, acknowledged in the store; on a difference, the rank waits
+    (at most ``_ACK_S``) until every rank that announced has read too: a refusing rank stops its process,
+    and rank 0's hosts the store, so leaving at once could take the announcements away from a slower reader."""
+    found, lost = collect(store, size, timeout_s)
+    reason = disagreement(found, size, timeout_s, store_lost=lost)
+    if lost:
+        return reason
+    try:
+        store.set(_READ.format(rank=rank), b"1")
+        if reason is not None:
+            readers = [_READ.format(rank=r) for r in found]
+            deadline = time.monotonic() + _ACK_S
+            while not store.check(readers) and time.monotonic() < deadline:
+                time.sleep(_POLL_S)
+    except RuntimeError:
+        pass  # the store went away after this rank read: nothing left to wait for
+    return reason
 
 
 def agree(store: Store, rank: int, size: int, settings: RankSettings, timeout_s: float | None = None) -> None:
     """Balance on: this rank's announcement, then every rank's; a difference raises (logged as one line)."""
     timeout_s = AGREEMENT_TIMEOUT_S if timeout_s is None else timeout_s
     announce(store, rank, settings)
-    if (reason := disagreement(collect(store, size, timeout_s), size, timeout_s)) is not None:
+    if (reason := _verdict(store, rank, size, timeout_s)) is not None:
         raise refusal(logger, BalanceDisagreementError(reason))
 
 
@@ -158,14 +185,13 @@ def answer(
     """Balance off: this rank's announcement, and a daemon thread that ``stop``s the process on a difference.
 
     The rank's own work goes on meanwhile (it never waits for another rank); the thread ends as soon as
-    every rank has announced, or at the timeout.
+    every rank has announced (and, on a difference, read), or at the timeout.
     """
     timeout = AGREEMENT_TIMEOUT_S if timeout_s is None else timeout_s
     announce(store, rank, settings)
 
     def watch() -> None:
-        reason = disagreement(collect(store, size, timeout), size, timeout)
-        if reason is not None:
+        if (reason := _verdict(store, rank, size, timeout)) is not None:
             logger.error("%s", reason)
             (stop or _stop_this_process)()
 
