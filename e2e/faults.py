@@ -682,7 +682,7 @@ class Faults:
             time.sleep(0.25)
         gone = d.all_gone()
         now = time.monotonic()
-        left = {name: sorted(pids.values()) for name, pids in d.alive().items() if pids}
+        left = leftovers(d)
         d.kill()
         lines = {
             node.name: server_log.error_lines(tree.log_text(), MISMATCH)
@@ -875,8 +875,27 @@ async def dead_load(
         while not d.all_gone() and time.monotonic() < t_kill + DEAD_BOUND_S:
             await asyncio.sleep(0.1)
         gone_s = time.monotonic() - t_kill
-        left = {name: sorted(pids.values()) for name, pids in d.alive().items() if pids}
+        left = leftovers(d)
     return streams, t_kill, gone_s, left
+
+
+def leftovers(d: Deployment) -> dict[str, list[str]]:
+    """Tree -> its live processes as 'pid name (parent P): command line', for a failure to name."""
+    out = {}
+    for name, pids in d.alive().items():
+        rows = []
+        for pid, comm in sorted(pids.items()):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    ppid = f.read().rsplit(")", 1)[1].split()[1]
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            except OSError:
+                continue
+            rows.append(f"{pid} {comm} (parent {ppid}): {cmd[:90]}")
+        if rows:
+            out[name] = rows
+    return out
 
 
 def one_request(d: Deployment, into: dict[str, Any], deadline: float) -> None:
