@@ -2,26 +2,19 @@
 
 A per-step gather called on some ranks only is the deadlock the seed warns about, and a node started
 without ``--additional-config`` reaches it silently. Ranks with different running caps never hang, but
-"the leader is at its cap" then means nothing on the others. So every DP engine core announces its
-settings once, right after upstream forms the DP group, in that group's own TCP store (upstream keeps it
-as ``dp_store``): a key write, not a collective, and nothing per step.
+"the leader is at its cap" then means nothing on the others. So every DP engine core, balance on or off,
+announces its settings once, right after upstream forms the DP group, in that group's own TCP store
+(upstream keeps it as ``dp_store``), and reads the others': key writes and reads, not a collective, at
+start-up only, nothing per step. Every rank computes the same line from the same announcements, so every
+rank refuses, with the same words, before its model loads.
 
-- Balance on: the rank waits (at most ``AGREEMENT_TIMEOUT_S``) for every rank's announcement and refuses
-  with one line on any difference, before the model loads.
-- Balance off: the rank only writes its key; a daemon thread reads the others' and stops this process
-  (upstream's own SIGTERM shutdown) when some rank has balance on. Every rank computes the same line
-  from the same announcements, so every rank that can refuses, with the same words.
-
-All ranks form the DP group together (it is a rendezvous), so the announcements arrive within
-moments of each other: the timeout only bounds a rank that never announces (no runtime there).
+All ranks form the DP group together (it is a rendezvous), so the announcements arrive within moments
+of each other: the timeout only bounds a rank that never announces (no runtime there).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -167,43 +160,17 @@ def _verdict(store: Store, rank: int, size: int, timeout_s: float) -> str | None
 
 
 def agree(store: Store, rank: int, size: int, settings: RankSettings, timeout_s: float | None = None) -> None:
-    """Balance on: this rank's announcement, then every rank's; a difference raises (logged as one line)."""
+    """This rank's announcement, then every rank's; a difference raises, logged as one line.
+
+    Balance on or off alike, in the main thread before the engine builds its executor: a refusal there is
+    upstream's own failed start-up (its launcher stops the rest), where a signal from a thread could land
+    while workers are being spawned and leave them behind. With every rank off the announcements are all
+    in moments after the group formed, and nothing is ever read again.
+    """
     timeout_s = AGREEMENT_TIMEOUT_S if timeout_s is None else timeout_s
     announce(store, rank, settings)
     if (reason := _verdict(store, rank, size, timeout_s)) is not None:
         raise refusal(logger, BalanceDisagreementError(reason))
-
-
-def answer(
-    store: Store,
-    rank: int,
-    size: int,
-    settings: RankSettings,
-    timeout_s: float | None = None,
-    stop: Callable[[], None] | None = None,
-) -> threading.Thread:
-    """Balance off: this rank's announcement, and a daemon thread that ``stop``s the process on a difference.
-
-    The rank's own work goes on meanwhile (it never waits for another rank); the thread ends as soon as
-    every rank has announced (and, on a difference, read), or at the timeout.
-    """
-    timeout = AGREEMENT_TIMEOUT_S if timeout_s is None else timeout_s
-    announce(store, rank, settings)
-
-    def watch() -> None:
-        if (reason := _verdict(store, rank, size, timeout)) is not None:
-            logger.error("%s", reason)
-            (stop or _stop_this_process)()
-
-    thread = threading.Thread(target=watch, name="balance-agreement", daemon=True)
-    thread.start()
-    return thread
-
-
-def _stop_this_process() -> None:
-    # Upstream's engine core turns SIGTERM into its own shutdown (run_engine_core's handler), and its
-    # launcher (front end, headless node, Ray) then stops the rest as for any engine that exits.
-    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def settings_of(vllm_config: Any, balance: bool, copy: str) -> RankSettings:

@@ -191,8 +191,8 @@ def _configure_vllm_logging(vllm_config: Any) -> None:
 def _balance_init_data_parallel(self: Any, vllm_config: Any) -> None:
     """Upstream's DP group, then the group's start-up agreement on balance (``rank_agreement``), on or off.
 
-    On upstream's own class, so that a balance-off rank (upstream's engine core, no collective) still
-    answers: its key in the group's store, read by a daemon thread. A rank joining a running group
+    On upstream's own class, so that a balance-off rank (upstream's engine core, no collective) takes part
+    too: its key in the group's store, and the others' read once. A rank joining a running group
     (elastic scale-up) skips it: the running ranks announced in the store of the group they formed.
     """
     _OriginalInitDataParallel(self, vllm_config)
@@ -211,10 +211,7 @@ def _balance_init_data_parallel(self: Any, vllm_config: Any) -> None:
             )
         return
     settings = rank_agreement.settings_of(vllm_config, balance, copy_identity(_ChosenScheduler))
-    if balance:
-        rank_agreement.agree(store, self.dp_rank, self.dp_size, settings)
-    else:
-        rank_agreement.answer(store, self.dp_rank, self.dp_size, settings)
+    rank_agreement.agree(store, self.dp_rank, self.dp_size, settings)
 
 
 def _choose_ray_actor(vllm_config: Any) -> None:
