@@ -23,7 +23,8 @@ SCHEMA_VERSION = 1
 MODULE = "generated/balance_scheduler.py"
 BRANCH_PREFIX = "balance-patchgen/vllm-"
 TITLE_PREFIX = "balance-patchgen: "
-# GitHub refuses a pull request or issue body over 65,536 characters; the diff gives way first.
+# GitHub refuses a pull request or issue body over 65,536 characters (the schema's bound); the diff gives way first.
+GITHUB_BODY_MAX = 65_536
 BODY_LIMIT = 60_000
 
 Plan = dict[str, Any]
@@ -63,8 +64,8 @@ def judged(plan: Plan, summary: str, *, clean: bool) -> Plan:
     section = summary.rstrip("\n")
     if clean:
         amended = f"{body[:at]}{section}\n\n{body[at:]}" if at >= 0 else f"{body.rstrip()}\n\n{section}\n"
-        if len(amended) > 65536:
-            raise ValueError(f"the pull request body would be {len(amended)} characters, over 65536")
+        if len(amended) > GITHUB_BODY_MAX:
+            raise ValueError(f"the pull request body would be {len(amended)} characters, over {GITHUB_BODY_MAX}")
         return {**plan, "pull_request": {**plan["pull_request"], "body": amended}}
     tag = plan["tag"]
     intro = (

@@ -42,6 +42,7 @@ from packaging.utils import canonicalize_name
 
 from balance_dev.project_files import REPO_ROOT
 from balance_dev.upstream_tests import hf_cache, overlay, plugin, record, sdist
+from generator import plan as plans
 from generator.errors import PatchgenError
 from generator.pin import PIN_FILE, read_pin, validate_tag, version_of
 
@@ -521,14 +522,12 @@ def markdown(setup: Setup, results: Sequence[Result], verdict: Mapping[str, Sequ
     return "\n".join(lines) + "\n"
 
 
-PLAN_BODY_MAX = 65536  # GitHub's limit, as the plan's schema bounds a body
+PLAN_BODY_MAX = plans.GITHUB_BODY_MAX
 
 
 def amend_plan(plan_path: Path, text: str, *, clean: bool = True) -> None:
     """The bump plan judged by this run (``generator.plan.judged``): clean, ``text`` goes into its pull
     request's body before upstream's ``schedule()`` diff; not clean, the plan becomes an issue instead."""
-    from generator import plan as plans
-
     plan = json.loads(plan_path.read_text(encoding="utf-8"))
     pull = plan.get("pull_request")
     if not isinstance(pull, dict) or not isinstance(pull.get("body"), str):
