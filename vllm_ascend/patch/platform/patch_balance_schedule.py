@@ -19,9 +19,9 @@ wraps a wrapper.
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any
 
+import vllm.envs as envs
 import vllm.v1.core.sched.async_scheduler as _async_sched_mod
 import vllm.v1.core.sched.scheduler as _sched_mod
 import vllm.v1.engine.core as _engine_core_mod
@@ -196,7 +196,7 @@ def _balance_init_data_parallel(self: Any, vllm_config: Any) -> None:
     (elastic scale-up) skips it: the running ranks announced in the store of the group they formed.
     """
     _OriginalInitDataParallel(self, vllm_config)
-    if os.environ.get("VLLM_ELASTIC_EP_SCALE_UP_LAUNCH", "0") not in ("", "0"):
+    if envs.VLLM_ELASTIC_EP_SCALE_UP_LAUNCH:  # upstream's own reading of it, as its engine core does
         return
     balance = _balance_scheduling_enabled(vllm_config)
     store = getattr(self, "dp_store", None)
