@@ -66,8 +66,9 @@ class Deployment:
         settings: list[NodeSetting],
         slug: str,
         extra_flags: list[list[str]] | None = None,
+        dp: int = 2,
     ) -> Deployment:
-        topo = topologies.build(name, free_ports(3))
+        topo = topologies.build(name, free_ports(3), dp)
         if len(settings) != len(topo.nodes):
             raise ValueError(f"{name}: {len(topo.nodes)} nodes, {len(settings)} settings")
         probe_dir = os.path.join(work, f"probe-{slug}")
@@ -77,7 +78,7 @@ class Deployment:
         trees = [
             Tree(
                 f'"{name}" {node.name}',
-                topologies.serve_args(model, s.balance, s.max_num_seqs) + list(node.flags) + extra[i],
+                topologies.serve_args(model, s.balance, s.max_num_seqs, dp) + list(node.flags) + extra[i],
                 os.path.join(work, f"{slug}-{i}.log"),
                 env,
                 ROOT,

@@ -39,7 +39,7 @@ def balance_config(balance: bool) -> str:
     return json.dumps({"scheduler_config": {"enable_balance_scheduling": balance}})
 
 
-def serve_args(model: str, balance: bool | None, max_num_seqs: int = CAP) -> list[str]:
+def serve_args(model: str, balance: bool | None, max_num_seqs: int = CAP, dp: int = 2) -> list[str]:
     """What every process tree of every topology gets: the model, the engine shape, balance on/off.
 
     ``balance=None``: no ``--additional-config`` at all (an operator who forgot it on one node);
@@ -67,7 +67,7 @@ def serve_args(model: str, balance: bool | None, max_num_seqs: int = CAP) -> lis
         "--seed",
         "0",
         "--data-parallel-size",
-        "2",
+        str(dp),
         "--data-parallel-address",
         "127.0.0.1",
         *config,
@@ -102,26 +102,35 @@ class Topology:
         return next(n for n in self.nodes if rank in n.ranks)
 
 
-def build(name: str, ports: list[int]) -> Topology:
-    """``ports``: three free ports (HTTP for up to two servers, the DP RPC port)."""
+def build(name: str, ports: list[int], dp: int = 2) -> Topology:
+    """``ports``: three free ports (HTTP for up to two servers, the DP RPC port). ``dp``: the DP size
+    (``make e2e``: 2; the serving benchmark also 4: internal LB one server, headless two nodes of dp/2)."""
     http0, http1, rpc = ports[0], ports[1], ports[2]
+    if dp != 2 and name not in ("vllm serve", "headless"):
+        raise ValueError(f"{name}: DP 2 only")
     host = ("--host", "127.0.0.1")
     rpc_flags = ("--data-parallel-rpc-port", str(rpc))
     if name == "vllm serve":
         return Topology(
             name,
             "one server, --data-parallel-size 2",
-            (Node("server", (*host, "--port", str(http0)), (0, 1), http0),),
+            (Node("server", (*host, "--port", str(http0)), tuple(range(dp)), http0),),
             Route((f"http://127.0.0.1:{http0}",), rank_header=True),
         )
     if name == "headless":
-        local = ("--data-parallel-size-local", "1", *rpc_flags)
+        half = dp // 2
+        local = ("--data-parallel-size-local", str(half), *rpc_flags)
         return Topology(
             name,
-            "node 0: server, --data-parallel-size-local 1; node 1: --headless --data-parallel-start-rank 1",
+            f"node 0: server, --data-parallel-size-local {half}; node 1: --headless --data-parallel-start-rank {half}",
             (
-                Node("node 0 (server)", (*host, "--port", str(http0), *local), (0,), http0),
-                Node("node 1 (headless)", ("--headless", *local, "--data-parallel-start-rank", "1"), (1,), None),
+                Node("node 0 (server)", (*host, "--port", str(http0), *local), tuple(range(half)), http0),
+                Node(
+                    "node 1 (headless)",
+                    ("--headless", *local, "--data-parallel-start-rank", str(half)),
+                    tuple(range(half, dp)),
+                    None,
+                ),
             ),
             Route((f"http://127.0.0.1:{http0}",), rank_header=True),
         )

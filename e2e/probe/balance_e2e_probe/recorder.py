@@ -31,7 +31,11 @@ import time
 from typing import Any
 
 _MARK = "_balance_e2e_probe"
-LEAN = os.environ.get("BALANCE_E2E_PROBE_LEAN") == "1"
+# full (make e2e, e2e-faults), lean (the soak), count (the serving benchmark), off (the CPU shims only).
+MODE = os.environ.get("BALANCE_E2E_PROBE_MODE") or (
+    "lean" if os.environ.get("BALANCE_E2E_PROBE_LEAN") == "1" else "full"
+)
+LEAN = MODE == "lean"
 GATE_INTERVALS_KEPT = 200 if LEAN else 20000
 
 
@@ -150,10 +154,23 @@ class Recorder:
 
 
 def install(out_dir: str, shims: list[str]) -> None:
+    if MODE == "off":
+        return
     from vllm.v1.engine.core import EngineCoreProc
 
     original = EngineCoreProc._process_engine_step
     if getattr(original, _MARK, False):
+        return
+    if MODE == "count":
+        from balance_e2e_probe.counter import Counter
+
+        def _process_engine_step(self: Any) -> Any:
+            if _MARK not in self.__dict__:
+                self.__dict__[_MARK] = Counter(self, out_dir, shims)
+            return original(self)
+
+        setattr(_process_engine_step, _MARK, True)
+        EngineCoreProc._process_engine_step = _process_engine_step  # type: ignore[method-assign]
         return
 
     def _process_engine_step(self: Any) -> Any:
