@@ -42,7 +42,7 @@ verify: $(VENV)/.dev-installed
 # Every hand copy vllm-ascend released, judged by `migrate` against the vLLM it runs with: the table in
 # docs/history.md (reads the package index; 45-50 s with an empty cache, 2-4 s warm; not part of `make test`).
 history: $(VENV)/.dev-installed
-	$(BIN)/python -m generator.history --out docs/history.md
+	$(BIN)/python -m generator.cli.history --out docs/history.md
 
 WORKFLOWS = $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
 

@@ -45,8 +45,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from generator.errors import PatchgenError
-from generator.pin import PIN_FILE, read_pin, version_of
+from generator.pins.pin import PIN_FILE, read_pin
 from generator.sources import cache, copies, index
+from generator.tags import version_of
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SITE_FILES = Path(__file__).resolve().parent / "downstream_site"

@@ -12,8 +12,8 @@ import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from generator.pin import version_of
 from generator.sources.base import UPSTREAM_PATH
+from generator.tags import version_of
 
 
 def wheel_bytes(version: str, member: bytes, record_of: bytes) -> bytes:

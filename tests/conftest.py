@@ -20,7 +20,7 @@ if os.environ.get(seam_install.ENV):
     seam_install.install_scheduler_module(os.environ[seam_install.ENV])
 
 from balance_dev.project_files import REPO_ROOT
-from generator.pin import PIN_FILE, read_pin
+from generator.pins.pin import PIN_FILE, read_pin
 from generator.sources import installed, release
 from generator.sources.base import UpstreamFile
 

@@ -42,9 +42,10 @@ from packaging.utils import canonicalize_name
 
 from balance_dev.project_files import REPO_ROOT
 from balance_dev.upstream_tests import hf_cache, overlay, plugin, record, sdist
-from generator import plan as plans
 from generator.errors import PatchgenError
-from generator.pin import PIN_FILE, read_pin, validate_tag, version_of
+from generator.pins import plan as plans
+from generator.pins.pin import PIN_FILE, read_pin
+from generator.tags import validate_tag, version_of
 
 DEFAULT_TESTS = ("tests/v1/core/test_scheduler.py", "tests/v1/core/test_async_scheduler.py")
 DEFAULT_TIMEOUT_S = 30  # per test; the slowest at v0.24.0 takes 2 s
@@ -329,7 +330,7 @@ def build_hub_cache(
 
 def write_seam(tag: str, scheduler_py: Path, target: Path) -> Path | None:
     """The installed scheduler.py with the seam applied, or None where the release already has it."""
-    from generator import seam
+    from generator.build import seam
     from generator.sources.base import UpstreamFile
 
     upstream = UpstreamFile(tag, scheduler_py.read_bytes(), "the venv under test")

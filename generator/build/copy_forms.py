@@ -11,7 +11,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 
-from generator.deltas import LEADER_COUNT
+from generator.build.deltas import LEADER_COUNT
 
 
 @dataclass(frozen=True)

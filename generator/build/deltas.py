@@ -19,8 +19,8 @@ from typing import ClassVar
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from generator.build.extract import CLASS_NAME, METHOD_NAME
 from generator.errors import DeltaDoesNotApply, UpstreamShapeError
-from generator.extract import CLASS_NAME, METHOD_NAME
 
 Path = tuple[cst.CSTNode, ...]
 _LOOPS = (cst.While, cst.For)

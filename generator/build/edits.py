@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from generator import astpattern
-from generator.deltas import Hit, _blocks, replace, with_block_body
+from generator.build import astpattern
+from generator.build.deltas import Hit, _blocks, replace, with_block_body
 from generator.errors import EditDoesNotApply, UsageError
-from generator.layout import CopySpec, Edit
+from generator.tree.layout import CopySpec, Edit
 
 
 def check_statements(code: str, where: str) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import jinja2
 import libcst as cst
 
-from generator.deltas import CapCheck, Outcome
-from generator.imports import ImportBlock
+from generator.build.deltas import CapCheck, Outcome
+from generator.build.imports import ImportBlock
 from generator.sources.base import UPSTREAM_PATH
 
 # Loaded through the package, so an installed wheel (or a pre-commit hook venv) finds it as package data:
@@ -19,7 +19,7 @@ from generator.sources.base import UPSTREAM_PATH
 # templates/ beside generator/.
 TEMPLATE_PACKAGE = "generator.templates"
 TEMPLATE_DIR = "."
-SOURCE_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+SOURCE_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 TEMPLATE_NAME = "balance_scheduler.py.j2"
 CLASS_NAME = "BalanceScheduler"
 BASE_MODULE = "vllm_ascend.core.balance_scheduler_base"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from generator import deltas, extract
+from generator.build import deltas, extract
 from generator.errors import UpstreamShapeError
 from generator.sources.base import UPSTREAM_PATH, UpstreamFile
 

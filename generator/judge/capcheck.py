@@ -11,9 +11,9 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from generator.copy_forms import COUNT_TERMS
-from generator.deltas import LeaderAtCapFreezes, _shape_of, _shapes
-from generator.verify import is_break_if
+from generator.build.copy_forms import COUNT_TERMS
+from generator.build.deltas import LeaderAtCapFreezes, _shape_of, _shapes
+from generator.build.verify import is_break_if
 
 _LOOPS = (ast.For, ast.While)
 # Operators as written, for the words (the generator's data says which ones a cap check may use).

@@ -6,12 +6,11 @@ writes the table (and each copy's full report) between the markers in ``docs/his
 method text around the markers is the page's own. Timings go to stderr, never into the page, so
 the same inputs write the same bytes.
 
-    python -m generator.history [--out docs/history.md] [--since 0.13.0rc1]
+    python -m generator.cli.history [--out docs/history.md] [--since 0.13.0rc1]
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -19,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from generator import provenance
 from generator.atomic import write_all_or_nothing
-from generator.capcheck import Difference
-from generator.errors import PatchgenError, UsageError
-from generator.migrate import CopyReport, judge
+from generator.errors import UsageError
+from generator.judge import provenance
+from generator.judge.capcheck import Difference
+from generator.judge.migrate import CopyReport, judge
 from generator.sources import copies, index
 from generator.sources.releases import released_tags
 from generator.sources.resolve import fetch_upstream
@@ -127,7 +126,7 @@ def _timed(label: str, timings: list[tuple[str, float]], work: Callable[[], T]) 
     return result
 
 
-def _progress(message: str) -> None:
+def progress(message: str) -> None:
     print(f"history: {message}", file=sys.stderr)
 
 
@@ -139,11 +138,11 @@ def run(out: Path, since: str) -> list[tuple[str, float]]:
 
     def read_copies() -> list[tuple[copies.Artifact, bytes | None]]:
         artifacts = copies.artifacts(index.list_files(copies.PROJECT), since)
-        return [(a, copies.fetch(a, _progress)) for a in artifacts]
+        return [(a, copies.fetch(a, progress)) for a in artifacts]
 
     def read_releases() -> list[provenance.Release]:
         tags = released_tags(provenance.FIRST_RELEASE)
-        return [provenance.Release(t, fetch_upstream(t, progress=_progress).text) for t in tags]
+        return [provenance.Release(t, fetch_upstream(t, progress=progress).text) for t in tags]
 
     found = _timed("read vllm-ascend copies", timings, read_copies)
     releases = _timed("read vLLM releases", timings, read_releases)
@@ -155,31 +154,5 @@ def run(out: Path, since: str) -> list[tuple[str, float]]:
     rows = _timed(f"judge {len(found)} copies, each scanned against them", timings, lambda: judge_all(found, releases))
     write_all_or_nothing({out: place(page, render(rows, releases)).encode()})
     judged = sum(r.report is not None for r in rows)
-    _progress(f"wrote {out}: {len(rows)} releases, {judged} judged against {len(releases)} vLLM releases")
+    progress(f"wrote {out}: {len(rows)} releases, {judged} judged against {len(releases)} vLLM releases")
     return timings
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m generator.history", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("docs/history.md"))
-    parser.add_argument("--since", default=copies.FIRST, help="first vllm-ascend release read (default %(default)s)")
-    args = parser.parse_args(argv)
-    from generator.cli import exit_code_for  # the exit codes are cli.py's alone
-
-    started = time.perf_counter()
-    try:
-        timings = run(args.out, args.since)
-    except PatchgenError as error:
-        print(f"balance-patchgen: error: {error}", file=sys.stderr)
-        return exit_code_for(error)
-    except OSError as error:
-        print(f"balance-patchgen: error: cannot access {error.filename} ({error.strerror})", file=sys.stderr)
-        return 2
-    for label, seconds in timings:
-        _progress(f"{label}: {seconds:.2f} s")
-    _progress(f"total: {time.perf_counter() - started:.2f} s")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

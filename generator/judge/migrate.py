@@ -19,11 +19,11 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from generator import astpattern, capcheck, copy_forms, provenance
+from generator.build import astpattern, copy_forms
+from generator.build.verify import methods_named
 from generator.errors import VerificationFailed
-from generator.pin import version_of
-from generator.sources.releases import version_key
-from generator.verify import methods_named
+from generator.judge import capcheck, provenance
+from generator.tags import version_key, version_of
 
 METHOD = "schedule"
 _BALANCE_STATE = ("balance_queue", "balance_leader_running", "_balance_enabled")

@@ -19,8 +19,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from generator.build.verify import methods_named
 from generator.errors import UpstreamShapeError
-from generator.verify import methods_named
 
 UPSTREAM_CLASS = "Scheduler"
 METHOD = "schedule"

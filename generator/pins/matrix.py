@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from generator import pipeline, seam, verify
+from generator.build import pipeline, seam, verify
 from generator.errors import DeltaDoesNotApply, PatchgenError, SourceUnavailable, UpstreamShapeError, VerificationFailed
 from generator.sources.base import UpstreamFile
 

@@ -7,12 +7,9 @@ import stat
 from pathlib import Path
 
 from generator.errors import FileRefused, UsageError
+from generator.tags import TAG_RE, validate_tag
 
 PIN_FILE = Path(".github/vllm-release-tag.commit")
-
-# A release tag as vLLM publishes them (v0.24.0, v0.10.1.1, v0.8.5.post1, v0.11.0rc1). Anything
-# else could be a path, a refspec, an option or shell text, and the tag flows into git and URLs.
-_TAG_RE = re.compile(r"v(?P<version>\d+(?:\.\d+){1,3}(?:(?:a|b|rc)\d+)?(?:\.post\d+)?)")
 
 # Text worth echoing back from a pin file: something a person may have meant as a tag. Anything
 # else (a symlink to a secret, shell text) is not repeated in the error, only the path is.
@@ -21,30 +18,6 @@ _PLAUSIBLE_RE = re.compile(r"[vV]?\d[0-9A-Za-z.+-]{0,30}|[A-Za-z]{1,12}")
 
 # A tag is ~10 bytes; reading more would only help a pin pointing at /dev/zero or a huge file.
 _PIN_MAX_BYTES = 256
-
-
-def is_release_tag(name: str) -> bool:
-    return _TAG_RE.fullmatch(name) is not None
-
-
-def validate_tag(tag: str, *, origin: str = "tag") -> str:
-    """Return ``tag`` unchanged if it is a plain release tag; raise UsageError otherwise."""
-    if not tag:
-        raise UsageError(f"{origin} is empty: write a release tag such as v0.24.0 into it")
-    if not _TAG_RE.fullmatch(tag):
-        shown = tag if len(tag) <= 60 else tag[:57] + "..."
-        raise UsageError(
-            f"{origin} {shown!r} is not a plain vLLM release tag: use the form vMAJOR.MINOR.PATCH (e.g. v0.24.0)"
-        )
-    return tag
-
-
-def version_of(tag: str) -> str:
-    """The package version a release tag names (``v0.24.0`` -> ``0.24.0``)."""
-    match = _TAG_RE.fullmatch(tag)
-    if match is None:
-        raise UsageError(f"{tag!r} is not a plain vLLM release tag")
-    return match.group("version")
 
 
 def read_commit_file(path: Path, *, what: str, example: str) -> str:
@@ -76,7 +49,7 @@ def read_pin(path: Path) -> str:
     """Read the pin exactly as CI does (``tr -d '[:space:]'``) and validate it."""
     tag = read_commit_file(path, what="pin file", example="a tag such as v0.24.0")
     # Through a symlink the content is some other file's, never something written as a pin: not echoed.
-    if tag and not _TAG_RE.fullmatch(tag) and (path.is_symlink() or not _PLAUSIBLE_RE.fullmatch(tag)):
+    if tag and not TAG_RE.fullmatch(tag) and (path.is_symlink() or not _PLAUSIBLE_RE.fullmatch(tag)):
         raise UsageError(
             f"pin file {path} does not hold a plain vLLM release tag (its content is not shown: it is not "
             "tag-like, e.g. shell text or a symlink's target): write a tag such as v0.24.0 into it"

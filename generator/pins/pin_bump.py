@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from generator import extract
-from generator.check import unified_diff
-from generator.pin import version_of
+from generator.build import extract
+from generator.judge.check import unified_diff
 from generator.sources.base import UpstreamFile
-from generator.sources.releases import released_tags, version_key
+from generator.sources.releases import released_tags
+from generator.tags import version_key, version_of
 
 
 def method_diff(old: UpstreamFile, new: UpstreamFile) -> str:

@@ -13,11 +13,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from generator.deltas import Outcome
+from generator.build.deltas import Outcome
 from generator.errors import DeltaDoesNotApply, PatchgenError
-from generator.matrix import Row
-from generator.pin import PIN_FILE
-from generator.refs import is_commit
+from generator.pins.matrix import Row
+from generator.pins.pin import PIN_FILE
+from generator.tags import is_commit
 
 SCHEMA_VERSION = 1
 MODULE = "generated/balance_scheduler.py"

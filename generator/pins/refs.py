@@ -12,36 +12,9 @@ import re
 from pathlib import Path
 
 from generator.errors import UsageError
-from generator.pin import read_commit_file
+from generator.pins.pin import read_commit_file
 
 MAIN_VERIFIED_FILE = Path(".github/vllm-main-verified.commit")
-
-_COMMIT_RE = re.compile(r"[0-9a-f]{7,40}")
-# A branch name as `git check-ref-format --branch` accepts it, narrowed to what vLLM uses (main,
-# releases/v0.25.0): no `..`, `@{`, `~`, `^`, `:`, spaces or a leading `-`.
-_BRANCH_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
-
-
-def is_commit(name: str) -> bool:
-    return _COMMIT_RE.fullmatch(name) is not None
-
-
-def validate_ref(ref: str, *, origin: str = "ref") -> str:
-    """Return ``ref`` unchanged if it is a plain branch name or commit id; raise UsageError otherwise."""
-    plain = (
-        _BRANCH_RE.fullmatch(ref) is not None
-        and len(ref) <= 100
-        and ".." not in ref
-        and not ref.endswith((".", ".lock"))
-        and "/." not in ref
-    )
-    if not plain:
-        shown = ref if len(ref) <= 60 else ref[:57] + "..."
-        raise UsageError(
-            f"{origin} {shown!r} is neither a release tag nor a plain branch name or commit id: "
-            "pass e.g. v0.24.0, main or a commit sha"
-        )
-    return ref
 
 
 def read_main_verified(path: Path) -> str:

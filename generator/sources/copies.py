@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.errors import FileRefused, SourceUnavailable
-from generator.sources import cache, index, releases
+from generator.sources import cache, index
 from generator.sources.base import Progress, matches_record, no_progress
+from generator.tags import VersionKey
+from generator.tags import version_key as tag_version_key
 
 PROJECT = "vllm-ascend"
 MEMBER = "vllm_ascend/patch/platform/patch_balance_schedule.py"
@@ -32,11 +34,11 @@ _SDIST = re.compile(r"^vllm_ascend-(?P<version>[^-]+)\.tar\.gz$")
 _VERSION = re.compile(r"^(?P<base>\d+\.\d+\.\d+)(?:(?P<pre>rc|a|b)(?P<n>\d+))?(?:\.post(?P<post>\d+))?$")
 
 
-def version_key(version: str) -> releases.VersionKey:
+def version_key(version: str) -> VersionKey:
     """Release order (vLLM's own) for the versions vllm-ascend uses: X.Y.Z, X.Y.ZrcN, X.Y.Z.postN."""
     if _VERSION.match(version) is None:
         raise SourceUnavailable(f"vllm-ascend version {version!r} has a shape this reader does not know")
-    return releases.version_key(version)
+    return tag_version_key(version)
 
 
 def vllm_tag(version: str) -> str:

@@ -12,9 +12,9 @@ from pathlib import Path
 import git
 
 from generator.errors import SourceUnavailable, UsageError
-from generator.refs import is_commit
 from generator.sources import cache
 from generator.sources.base import UPSTREAM_PATH, Progress, UpstreamFile, no_progress
+from generator.tags import is_commit
 
 # Only transports that move data: git's `transport::address` form (ext::, fd::) runs commands,
 # and an unknown scheme could be a remote helper. A location starting with "-" would be an option.

@@ -7,8 +7,8 @@ from importlib import metadata
 from pathlib import Path
 
 from generator.errors import SourceUnavailable
-from generator.pin import version_of
 from generator.sources.base import UPSTREAM_PATH, UpstreamFile, record_digest
+from generator.tags import version_of
 
 
 def installed_version() -> str | None:

@@ -7,9 +7,9 @@ import zlib
 from collections.abc import Collection
 
 from generator.errors import SourceUnavailable
-from generator.pin import version_of
 from generator.sources import index
 from generator.sources.base import UPSTREAM_PATH, Progress, UpstreamFile, matches_record, no_progress
+from generator.tags import version_of
 
 
 def choose_wheel(files: list[index.IndexFile], version: str) -> index.IndexFile:

@@ -7,9 +7,9 @@ from collections.abc import Collection, Sequence
 from enum import Enum
 
 from generator.errors import CacheMismatch, FileRefused, SourceUnavailable, UsageError
-from generator.pin import version_of
 from generator.sources import cache, installed
 from generator.sources.base import UPSTREAM_PATH, Progress, UpstreamFile, no_progress
+from generator.tags import version_of
 
 
 class SourceKind(str, Enum):

@@ -13,10 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator import region, tree
 from generator.errors import TreeRefused
-from generator.layout import CopySpec, Layout
 from generator.sources.base import UpstreamFile
+from generator.tree import place as tree
+from generator.tree import region
+from generator.tree.layout import CopySpec, Layout
 
 Fetch = Callable[[str], UpstreamFile]
 
@@ -73,7 +74,7 @@ def regenerate(layout: Layout, upstream: UpstreamFile, copies: Sequence[CopySpec
 
 def dropped_edits(result: FileResult, upstream: UpstreamFile, releases: Callable[[], list]) -> list[str]:
     """The extra edits the old balance copy carried (against the release it is closest to): they go now."""
-    from generator import migrate
+    from generator.judge import migrate
 
     lines = []
     for built in result.copies:
@@ -153,7 +154,7 @@ def _only_outside(built: tree.Built) -> bool:
 
 def _replaced(built: tree.Built, shown: str) -> list[str]:
     """What the hand copy had that the regenerated one does not (upstream's changes since, and dropped edits)."""
-    from generator import provenance
+    from generator.judge import provenance
 
     old = provenance.reduce(region.locate(built.old, built.spec, shown).method)
     new = provenance.reduce(region.locate(built.new, built.spec, shown).method)

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from generator.errors import UsageError
-from generator.pin import PIN_FILE
-from generator.refs import MAIN_VERIFIED_FILE
+from generator.pins.pin import PIN_FILE
+from generator.pins.refs import MAIN_VERIFIED_FILE
 from generator.sources.base import UPSTREAM_PATH
 
 if sys.version_info >= (3, 11):
@@ -122,7 +122,7 @@ BUILT_IN = "layouts/vllm-ascend.toml"
 def _known(name: str) -> str:
     from importlib import resources
 
-    return resources.files("generator").joinpath(name).read_text(encoding="utf-8")
+    return resources.files("generator.tree").joinpath(name).read_text(encoding="utf-8")
 
 
 def require_tree(layout: Layout) -> Layout:
@@ -216,7 +216,7 @@ def _copy(entry: object, where: str) -> CopySpec:
         raise UsageError(f"{where}: python = {python!r} names no edits the tool ships (known: {BALANCE!r})")
     gate_form = entry.get("gate_form")
     if gate_form is not None:
-        from generator.copy_forms import gate_form_names
+        from generator.build.copy_forms import gate_form_names
 
         if python != BALANCE or gate_form not in gate_form_names():
             raise UsageError(
@@ -234,7 +234,7 @@ def _copy(entry: object, where: str) -> CopySpec:
         raise UsageError(f"{where}: a hand_kept copy declares no edits (it is never rewritten): drop one of them")
     since = entry.get("since")
     if since is not None:
-        from generator.pin import validate_tag
+        from generator.tags import validate_tag
 
         since = (
             validate_tag(since, origin=f"{where} since")
@@ -271,7 +271,7 @@ def _edit(entry: object, where: str) -> Edit:
     if not isinstance(code, str) or (kind != "instead" and not code.strip()):
         raise UsageError(f"{where}: {kind} must be the statements to put there, as a string")
     anchor = _str(entry, "anchor", where)
-    from generator.edits import check_statements
+    from generator.build.edits import check_statements
 
     check_statements(anchor, f"{where} anchor")
     if code.strip():

@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from generator import astpattern, copy_forms, deltas, edits, extract, imports, region
+from generator.build import astpattern, copy_forms, deltas, edits, extract, imports
+from generator.build.render import _without_leading_blanks
 from generator.errors import TreeRefused
-from generator.layout import CopySpec
-from generator.render import _without_leading_blanks
 from generator.sources.base import UpstreamFile
+from generator.tree import region
+from generator.tree.layout import CopySpec
 
 GATE_FORM = "gate form"  # the begin marker's field naming the delta-2 form the copy is written in
 # Which leader a class reads, by the balance state its own (hand-written) code keeps.
@@ -91,7 +92,7 @@ def _leader(tree: ast.Module, spec: CopySpec, old_gates: Sequence[str]) -> str:
 
 def _old_form(method: ast.FunctionDef, spec: CopySpec, shown: str) -> tuple[str, list[str]]:
     """The delta-2 form and leader(s) the copy is written in now, as ``migrate`` recognizes them."""
-    from generator import migrate
+    from generator.judge import migrate
 
     stripped = migrate.strip(copying.deepcopy(method))
     forms = sorted({d.form for d in stripped.deltas if d.number == 2})
@@ -121,7 +122,7 @@ def _gate_form(spec: CopySpec, where: region.Region, shown: str) -> tuple[str, l
 
 def hand_kept(spec: CopySpec, upstream: UpstreamFile, text: str, shown: str) -> Built:
     """A copy kept by hand: unchanged, with how many statements it differs from upstream's at the tag."""
-    from generator import provenance
+    from generator.judge import provenance
 
     where = region.locate(text, spec, shown)
     module = extract.parse(upstream.text, upstream.tag)
@@ -140,8 +141,7 @@ def hand_kept(spec: CopySpec, upstream: UpstreamFile, text: str, shown: str) -> 
 
 
 def _before_its_spec(spec: CopySpec, where: region.Region, tag: str) -> bool:
-    from generator.pin import version_of
-    from generator.sources.releases import version_key
+    from generator.tags import version_key, version_of
 
     if spec.since is None or where.marked:
         return False

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from generator.errors import TreeRefused
-from generator.layout import CopySpec
+from generator.tree.layout import CopySpec
 
 BEGIN = ">>> balance-patchgen: "
 END = "<<< balance-patchgen: end of "

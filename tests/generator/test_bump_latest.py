@@ -17,12 +17,13 @@ from balance_dev.cli_run import one_error_line, run
 from balance_dev.package_index import publish
 from balance_dev.project_files import REPO_ROOT, snapshot
 from balance_dev.upstream_edits import without_cap_check
-from generator import pipeline, plan
-from generator.pin import PIN_FILE
+from generator.build import pipeline
+from generator.pins import plan
+from generator.pins.pin import PIN_FILE
 from generator.sources.base import UpstreamFile
 
 OUTPUT = Path("generated/balance_scheduler.py")
-SCHEMA = json.loads((REPO_ROOT / "generator/plan.schema.json").read_text())
+SCHEMA = json.loads((REPO_ROOT / "generator/pins/plan.schema.json").read_text())
 BROKEN_TAG = "v0.99.0"
 
 

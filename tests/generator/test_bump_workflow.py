@@ -26,8 +26,9 @@ from balance_dev.project_files import REPO_ROOT
 from balance_dev.upstream_edits import without_cap_check
 from balance_dev.upstream_repo import build_vllm_repo, set_identity
 from balance_dev.workflow_run import WorkflowError, WorkflowRun, runner_env
-from generator import pipeline, plan
-from generator.pin import PIN_FILE
+from generator.build import pipeline
+from generator.pins import plan
+from generator.pins.pin import PIN_FILE
 from generator.sources.base import UpstreamFile
 
 WORKFLOW = REPO_ROOT / ".github/workflows/bump.yml"

@@ -22,15 +22,17 @@ import pytest
 from click.testing import CliRunner
 
 from balance_dev.package_index import wheel_name
-from generator import census, cli, provenance
+from generator import cli
 from generator.errors import SourceUnavailable, UsageError
-from generator.pin import PIN_FILE, read_pin
+from generator.judge import census, provenance
+from generator.judge.census import matching as census_matching
+from generator.judge.census import reading as census_reading
+from generator.judge.census import report as census_report
+from generator.pins.pin import PIN_FILE, read_pin
 from generator.sources import cache, index, releases
 from generator.sources.base import UPSTREAM_PATH, UpstreamFile
 from generator.sources.resolve import fetch_release_files
-
-if "census" not in cli.main.commands:  # until generator/cli.py adds it
-    cli.main.add_command(census.census_command())
+from generator.tags import version_key
 
 SCHEDULER = "vllm.v1.core.sched.scheduler.Scheduler.schedule"
 
@@ -73,7 +75,7 @@ def _module(cls: str, base: str | None, *funcs: ast.stmt) -> str:
 
 
 def _simple(stmt: ast.stmt) -> bool:
-    return not any(isinstance(getattr(stmt, f, None), list) and getattr(stmt, f) for f in census._BLOCKS)
+    return not any(isinstance(getattr(stmt, f, None), list) and getattr(stmt, f) for f in census_reading.BLOCKS)
 
 
 def _edited(func: ast.FunctionDef) -> ast.FunctionDef:
@@ -237,9 +239,9 @@ def test_the_closest_release_ties_and_staleness(tmp_path: Path, scheduler_text: 
         scanned=("v1.0.0", "v1.0.1", "v1.1.0"),
         stale=1,
     )
-    assert census._closest(copy.dated) == "v1.0.1 (same in v1.0.0..v1.0.1)"
+    assert census_report.closest(copy.dated) == "v1.0.1 (same in v1.0.0..v1.0.1)"
     apart = census.Dated("v1.2", 0, ("v1.0", "v1.2"), (), ("v1.0", "v1.1", "v1.2"), 0)
-    assert census._closest(apart) == "v1.2 (same in 2 of v1.0..v1.2)"
+    assert census_report.closest(apart) == "v1.2 (same in 2 of v1.0..v1.2)"
     # Without the exact releases: the pin's, with the three edits in words.
     found = census.run(tree, census.vllm_source(upstream), "v1.1.0", ["v1.1.0", "v1.2.0"], read)
     dated = found.copies[0].dated
@@ -279,7 +281,7 @@ def test_a_renamed_copy_of_mostly_common_statements_is_not_pruned(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Candidates come from rare statements; the common ones the copy has still count towards the bound."""
-    monkeypatch.setattr(census, "COMMON_POSTINGS", 1)  # a statement in two upstream functions is common
+    monkeypatch.setattr(census_matching, "COMMON_POSTINGS", 1)  # a statement in two upstream functions is common
     first = "def g1(v):\n" + "".join(f"    a{i} = v + {i}\n" for i in range(10))
     second = "def g2(v):\n" + "".join(f"    a{i} = v + {i}\n" for i in range(8)) + "    b = 0\n"
     # a0-a4 (common), a8 and a9 (g1's alone), four of its own: 7 of 12 in common with g1.
@@ -458,8 +460,8 @@ def test_vllm_ascend_0_30_0rc2_holds_four_copies_of_schedule(tmp_path: Path) -> 
                 (tree / rel).write_bytes(handle.read())
     pin = read_pin(tree / PIN_FILE)
     assert pin == "v0.30.0"
-    newest = releases.version_key("0.33.0")  # the newest release when this was written: later ones leave it as is
-    tags = [t for t in releases.released_tags("v0.13.0") if releases.version_key(t[1:]) <= newest]
+    newest = version_key("0.33.0")  # the newest release when this was written: later ones leave it as is
+    tags = [t for t in releases.released_tags("v0.13.0") if version_key(t[1:]) <= newest]
     assert len(tags) == 31
     # Indexed against the tree's own pin (scheduler.py of v0.30.0), not whatever vLLM this interpreter has:
     # from 0.33 on, a v0.24.0 body shares under half its statements with upstream's schedule().

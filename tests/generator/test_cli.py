@@ -12,7 +12,7 @@ from balance_dev.cli_run import run
 from balance_dev.project_files import REPO_ROOT, snapshot
 from balance_dev.upstream_edits import without_cap_check
 from balance_dev.upstream_repo import build_vllm_repo
-from generator.pin import PIN_FILE
+from generator.pins.pin import PIN_FILE
 from generator.sources.base import UpstreamFile
 
 OUTPUT = Path("generated/balance_scheduler.py")

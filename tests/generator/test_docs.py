@@ -10,7 +10,7 @@ import click
 import pytest
 
 from balance_dev.project_files import REPO_ROOT
-from generator import cli
+from generator.cli import app, exits
 
 DOCS = sorted((REPO_ROOT / "docs").glob("*.md"))
 PAGES = [REPO_ROOT / "README.md", *DOCS]
@@ -42,7 +42,7 @@ def _slug(heading: str) -> str:
 
 def test_the_exit_code_table_is_the_codes_table() -> None:
     documented = {int(row[0]) for row in _table_rows(_section(REPO_ROOT / "docs/cli.md", "## Exit codes"))}
-    from_code = {code for _, code in cli.EXIT_CODES} | {0, cli.EXIT_BUG, cli.EXIT_INTERRUPTED}
+    from_code = {code for _, code in exits.EXIT_CODES} | {0, exits.EXIT_BUG, exits.EXIT_INTERRUPTED}
     assert documented == from_code
 
 
@@ -52,7 +52,7 @@ def test_each_exit_code_row_names_the_failures_mapped_to_it() -> None:
     words = {"DriftFound": "drift", "VerificationFailed": "verification failed", "UsageError": "usage"}
     words |= {"SourceUnavailable": "upstream source unavailable", "DeltaDoesNotApply": "a delta no longer applies"}
     words |= {"UpstreamShapeError": "upstream lost the shape", "EditDoesNotApply": "a spec's edit no longer applies"}
-    for error, code in cli.EXIT_CODES:
+    for error, code in exits.EXIT_CODES:
         assert words[error.__name__] in rows[code], (error.__name__, code)
 
 
@@ -61,16 +61,28 @@ def _documented_commands() -> dict[str, str]:
     return {re.match(r"`(\w+)", row[0]).group(1): row[0] for row in rows}  # type: ignore[union-attr]
 
 
+def _command(name: str) -> click.Command:
+    with click.Context(app.main) as ctx:
+        command = app.main.get_command(ctx, name)
+    assert command is not None, name
+    return command
+
+
 def test_every_command_is_documented_and_every_documented_command_exists() -> None:
-    assert set(_documented_commands()) == set(cli.main.commands)
+    assert set(_documented_commands()) == set(app.COMMANDS)
 
 
 def _options(name: str) -> set[str]:
-    command = cli.main.commands[name]
-    return {o for p in command.params if isinstance(p, click.Option) for o in p.opts} - {"--help"}
+    return {o for p in _command(name).params if isinstance(p, click.Option) for o in p.opts} - {"--help"}
 
 
-@pytest.mark.parametrize("name", sorted(cli.main.commands))
+def test_root_is_documented_as_taken_before_and_after_any_command() -> None:
+    text = (REPO_ROOT / "docs/cli.md").read_text()
+    assert "`--root DIR` is taken before the command name or after it" in text
+    assert all("--root" in _options(name) for name in app.COMMANDS)
+
+
+@pytest.mark.parametrize("name", sorted(app.COMMANDS))
 def test_every_documented_option_exists_and_every_option_is_documented(name: str) -> None:
     usage = _documented_commands()[name]
     documented = set(re.findall(r"--[a-z][a-z-]*", usage))
@@ -79,11 +91,12 @@ def test_every_documented_option_exists_and_every_option_is_documented(name: str
         documented |= {"--source", "--vllm-repo", "--refresh"}
     if "[same options]" in usage:
         documented |= _options("regen")
+    documented |= {"--root"}  # every command's, documented once (the test above)
     assert _options(name) <= documented, _options(name) - documented
 
 
 def test_the_plan_fields_documented_are_the_schemas() -> None:
-    schema = json.loads((REPO_ROOT / "generator/plan.schema.json").read_text())
+    schema = json.loads((REPO_ROOT / "generator/pins/plan.schema.json").read_text())
     rows = _table_rows(_section(REPO_ROOT / "docs/pin-bump.md", "## The plan"))
     assert [row[0].strip("`") for row in rows] == schema["required"]
     assert set(schema["properties"]) == set(schema["required"])

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from generator import history, provenance
+from generator.cli import history as history_cli
 from generator.errors import SourceUnavailable, UsageError
+from generator.judge import history, provenance
 from generator.sources import copies
 from generator.sources.index import IndexFile
 
@@ -106,5 +107,5 @@ def test_the_committed_page_has_its_markers() -> None:
 def test_run_refuses_a_page_without_markers_before_reading_the_network(tmp_path: Path) -> None:
     page = tmp_path / "history.md"
     page.write_text("# no markers\n")
-    assert history.main(["--out", str(page)]) == 2
+    assert history_cli.main(["--out", str(page)]) == 2
     assert page.read_text() == "# no markers\n"  # nothing half-written

@@ -18,10 +18,10 @@ from balance_dev.cli_run import one_error_line, run
 from balance_dev.project_files import REPO_ROOT, snapshot
 from balance_dev.upstream_edits import without_cap_check
 from balance_dev.upstream_repo import add_branch, build_vllm_repo
-from generator.refs import MAIN_VERIFIED_FILE
+from generator.pins.refs import MAIN_VERIFIED_FILE
 from generator.sources.base import UpstreamFile
 
-SCHEMA = json.loads((REPO_ROOT / "generator/plan.schema.json").read_text())
+SCHEMA = json.loads((REPO_ROOT / "generator/pins/plan.schema.json").read_text())
 
 
 class Vllm:
@@ -93,7 +93,7 @@ def test_main_verified_reads_the_commit_in_its_file(project: Path, vllm: Vllm) -
 
 
 def test_the_committed_main_verified_file_is_a_full_sha(tmp_path: Path) -> None:
-    from generator.refs import read_main_verified
+    from generator.pins.refs import read_main_verified
 
     assert len(read_main_verified(REPO_ROOT / MAIN_VERIFIED_FILE)) == 40
     for bad in ("main", "e5588e49bc26", "-x", "e5588e49bc2642670116664a7fc4096e27adb17g"):

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from generator import migrate, provenance
 from generator.cli import main
 from generator.errors import VerificationFailed
-from generator.migrate import judge
+from generator.judge import migrate, provenance
+from generator.judge.migrate import judge
 from generator.sources import copies, index, release
 
 DATA = Path(__file__).parent / "data" / "migrate"

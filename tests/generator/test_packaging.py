@@ -22,8 +22,9 @@ import pytest
 
 from balance_dev import consumer_tree, upstream_repo
 from balance_dev.project_files import REPO_ROOT
-from generator import __version__, pipeline
-from generator.pin import PIN_FILE
+from generator import __version__
+from generator.build import pipeline
+from generator.pins.pin import PIN_FILE
 from generator.sources import cache
 from generator.sources.base import UpstreamFile
 
@@ -151,7 +152,8 @@ def test_the_wheel_ships_the_template_and_no_development_code(build: Build) -> N
         names = archive.namelist()
         # The repository's top-level templates/ folder, shipped inside the generator package.
         assert archive.read(TEMPLATE) == (REPO_ROOT / "templates/balance_scheduler.py.j2").read_bytes()
-        assert archive.read("generator/plan.schema.json") == (REPO_ROOT / "generator/plan.schema.json").read_bytes()
+        schema = "generator/pins/plan.schema.json"
+        assert archive.read(schema) == (REPO_ROOT / schema).read_bytes()
     assert not [n for n in names if n.startswith(("balance_dev/", "tests/", "benchmarks/", "templates/"))]
     # Every file of generator/ (its modules, the plan's schema, the built-in layouts) at its own path.
     files = {str(p.relative_to(build.source)) for p in (build.source / "generator").rglob("*") if p.is_file()}

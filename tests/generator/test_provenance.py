@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from generator import astpattern, capcheck, provenance
+from generator.build import astpattern
+from generator.judge import capcheck, provenance
 
 RELEASES = [
     provenance.Release(p.stem, p.read_text())

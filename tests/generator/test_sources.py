@@ -21,13 +21,14 @@ from click.testing import CliRunner, Result
 
 from balance_dev.package_index import wheel_bytes
 from balance_dev.upstream_repo import build_vllm_repo
-from generator import cli, pipeline
+from generator import cli
+from generator.build import pipeline
 from generator.errors import SourceUnavailable
-from generator.pin import version_of
 from generator.sources import cache, installed, release
 from generator.sources import git as git_source
 from generator.sources.base import UPSTREAM_PATH, UpstreamFile
 from generator.sources.resolve import SourceKind, fetch_upstream
+from generator.tags import version_of
 
 
 @pytest.fixture

@@ -188,7 +188,7 @@ def test_migrate_defaults_to_the_trees_copy(tree: Path) -> None:
 def test_this_projects_own_root_is_its_own_layout_not_a_tree() -> None:
     """Its runtime has a patch file where vllm-ascend keeps its copy; the generated module decides."""
     from balance_dev.project_files import REPO_ROOT
-    from generator.layout import detect
+    from generator.tree.layout import detect
 
     assert (REPO_ROOT / consumer_tree.PATCH).is_file()
     assert detect(REPO_ROOT).kind == "project"

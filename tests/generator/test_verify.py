@@ -6,11 +6,11 @@ import re
 
 import pytest
 
-from generator import pipeline
+from generator.build import pipeline
+from generator.build.verify import verify
 from generator.errors import VerificationFailed
 from generator.sources import release
 from generator.sources.base import UpstreamFile
-from generator.verify import verify
 
 GATE = (
     "                if self.balance_leader_running == self.max_num_running_reqs:"

@@ -54,7 +54,7 @@ def _strip(func: ast.FunctionDef) -> list[ast.stmt]:
 
 
 class _UndoDyntra(ast.NodeTransformer):
-    """DyntraLB's edits (generator/layouts/vllm-ascend.toml) undone, each by what it must have done."""
+    """DyntraLB's edits (generator/tree/layouts/vllm-ascend.toml) undone, each by what it must have done."""
 
     def __init__(self) -> None:
         self.output_kwargs: list[ast.keyword] = []

@@ -1,0 +1,183 @@
+"""``bump`` and ``matrix``: move the pin, or ask of each release whether the copy still builds there."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from generator.atomic import is_same_file, require_regular_or_absent, write_all_or_nothing
+from generator.build import pipeline, seam
+from generator.cli import context, in_tree
+from generator.cli.context import DEFAULT_OUTPUT, SourceOptions, root_option, source_options
+from generator.cli.exits import exit_code_for
+from generator.errors import FileRefused, UsageError
+from generator.pins import matrix as matrix_rows
+from generator.pins import pin_bump, plan
+from generator.pins.pin import PIN_FILE, read_pin
+from generator.pins.refs import MAIN_VERIFIED_FILE, read_main_verified
+from generator.sources.base import UpstreamFile
+from generator.sources.releases import newest_release, released_tags
+from generator.sources.resolve import SourceKind, check_refs
+from generator.tags import is_release_tag, validate_ref, validate_tag
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _plan_option(func: F) -> F:
+    return click.option(
+        "--plan",
+        "plan_file",
+        metavar="FILE",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Write what automation should do to FILE as JSON (docs/pin-bump.md); touch nothing else.",
+    )(func)
+
+
+def _plan_path(plan_file: Path, module: Path) -> Path:
+    if not plan_file.parent.is_dir():
+        raise UsageError(f"--plan folder {plan_file.parent} does not exist: create it or pass another path")
+    for other, what in ((context.root() / PIN_FILE, "the pin file"), (module, "the generated module")):
+        if is_same_file(plan_file, other):
+            raise FileRefused(f"--plan {plan_file} is {what}: pass a path of its own, e.g. plan.json")
+    require_regular_or_absent(plan_file, what="--plan")
+    return plan_file
+
+
+def _write_plan(plan_file: Path, made: plan.Plan) -> None:
+    write_all_or_nothing({plan_file: plan.dumps(made).encode()})
+    click.echo(f"wrote {plan_file}: {made['summary']}")
+
+
+@click.command()
+@click.argument("new_tag", required=False)
+@click.option("--latest", is_flag=True, help="The newest final release on the package index newer than the pin.")
+@_plan_option
+@source_options
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help=f"Default: {DEFAULT_OUTPUT}.")
+@root_option
+@click.pass_context
+def bump(
+    ctx: click.Context,
+    new_tag: str | None,
+    latest: bool,
+    plan_file: Path | None,
+    source: str,
+    vllm_repo: str | None,
+    output: Path | None,
+) -> None:
+    """Move the pin to NEW_TAG (or --latest): show upstream's schedule() diff, write pin and module together."""
+    if new_tag is None and not latest:
+        raise click.MissingParameter(ctx=ctx, param=ctx.command.params[0], param_hint="'NEW_TAG'")
+    if new_tag is not None and latest:
+        raise UsageError(f"pass NEW_TAG or --latest, not both: `bump {new_tag}` or `bump --latest`")
+    pin_path = context.pin_path()
+    old_tag = read_pin(pin_path)
+    tree_layout = context.layout().is_tree
+    if tree_layout:
+        context.no_output_in_tree(output)
+    path = context.root() / DEFAULT_OUTPUT if tree_layout else context.output_path(output)
+    if plan_file is not None:
+        plan_file = _plan_path(plan_file, path)
+    if new_tag is None:
+        new_tag = newest_release(old_tag)
+        if new_tag is None:
+            if plan_file is not None:
+                _write_plan(plan_file, plan.up_to_date(old_tag))
+            else:
+                click.echo(f"{old_tag} is the newest vLLM release on the package index: nothing to do")
+            return
+        click.echo(f"the newest vLLM release on the package index is {new_tag} (pinned: {old_tag})")
+    new_tag = validate_tag(new_tag, origin="NEW_TAG")
+    sources = context.sources(source, vllm_repo, module=path)
+    old, new = sources.fetch(old_tag), sources.fetch(new_tag)
+    if plan_file is not None:
+        _write_plan(plan_file, _bump_plan(sources, old, new))
+        return
+    method_diff = pin_bump.method_diff(old, new)
+    if not method_diff:
+        click.echo(f"upstream Scheduler.schedule() is identical in {old_tag} and {new_tag}")
+    else:
+        click.echo(f"upstream Scheduler.schedule() changed from {old_tag} to {new_tag}:")
+        context.echo_diff(method_diff)
+    if tree_layout:
+        return in_tree.regen(new, pin=(pin_path, new_tag))
+    if (reason := seam.no_copy_reason(new)) is not None:
+        # The module goes first, the pin last (as below): a kill between leaves a missing module
+        # under the old pin, which `check` reports.
+        if path.exists():
+            path.unlink()
+        write_all_or_nothing({pin_path: f"{new_tag}\n".encode()})
+        click.echo(f"pinned {new_tag}; {reason}, so {output or DEFAULT_OUTPUT} is removed; review, then commit")
+        return
+    text = pipeline.build_verified(new).text
+    # Module first, pin last: a kill between the two renames leaves the new module under the old pin,
+    # a state `check` recognises and names the fix for (finish with `bump NEW_TAG`).
+    write_all_or_nothing({path: text.encode(), pin_path: f"{new_tag}\n".encode()})
+    click.echo(f"pinned {new_tag} and wrote {output or DEFAULT_OUTPUT}; review, then commit both")
+
+
+def _bump_plan(sources: SourceOptions, old: UpstreamFile, new: UpstreamFile) -> plan.Plan:
+    """The plan for a bump from ``old`` to ``new``: computed like the bump itself, written nowhere but the plan."""
+    if new.tag == old.tag:
+        return plan.up_to_date(old.tag)
+    rows = [matrix_rows.row(tag, partial(sources.fetch, tag)) for tag in pin_bump.releases_between(old.tag, new.tag)]
+    method_diff = ""  # stays empty when upstream's schedule() cannot even be found to diff
+    try:
+        # Inside: a release without Scheduler.schedule() is an issue to open, like a delta that fails.
+        method_diff = pin_bump.method_diff(old, new)
+        reason = seam.no_copy_reason(new)
+        outcomes = () if reason is not None else pipeline.build_verified(new).outcomes
+    except matrix_rows.PLANNED_ERRORS as error:
+        return plan.blocked(old.tag, new.tag, method_diff=method_diff, error=error, rows=rows)
+    return plan.bumped(old.tag, new.tag, method_diff=method_diff, outcomes=outcomes, no_copy_reason=reason, rows=rows)
+
+
+@click.command()
+@click.argument("tags", nargs=-1, metavar="[TAG_OR_REF]...")
+@click.option("--since", metavar="TAG", help="Also every final release on the package index from TAG on.")
+@click.option(
+    "--main-verified",
+    is_flag=True,
+    help=f"Also the vLLM commit in {MAIN_VERIFIED_FILE} (needs a git source).",
+)
+@_plan_option
+@source_options
+@root_option
+def matrix(
+    tags: tuple[str, ...],
+    since: str | None,
+    main_verified: bool,
+    plan_file: Path | None,
+    source: str,
+    vllm_repo: str | None,
+) -> None:
+    """For each release tag, or git branch/commit (git source): do the deltas apply and verify? Writes only --plan."""
+    sources = context.sources(source, vllm_repo)
+    asked = [name if is_release_tag(name) else validate_ref(name, origin="TAG_OR_REF") for name in tags]
+    if main_verified:
+        asked.append(read_main_verified(context.root() / MAIN_VERIFIED_FILE))
+    named = list(asked)  # what an issue's title names (stable): the releases --since adds are not named
+    if since is not None:
+        asked += [t for t in released_tags(validate_tag(since, origin="--since")) if t not in asked]
+    if not asked:
+        raise UsageError("matrix needs release tags or git refs: pass TAG_OR_REF..., --since TAG or --main-verified")
+    refs = [name for name in asked if not is_release_tag(name)]
+    check_refs(refs, SourceKind(source), vllm_repo)  # refused before any line is printed
+    if plan_file is not None:
+        plan_file = _plan_path(plan_file, context.root() / DEFAULT_OUTPUT)
+    rows = []
+    for name in asked:
+        fetch = partial(sources.fetch_ref, name) if name in refs else partial(sources.fetch, name)
+        rows.append(matrix_rows.row(name, fetch))
+        click.echo(rows[-1].line)
+    failed = [r.error for r in rows if r.error is not None]
+    if plan_file is not None and all(isinstance(e, matrix_rows.PLANNED_ERRORS) for e in failed):
+        _write_plan(plan_file, plan.matrix_plan(named or [f"releases since {since}"], rows))
+        return
+    if failed:
+        sys.exit(max(exit_code_for(e) for e in failed))
