@@ -11,7 +11,8 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 
-from generator.build.deltas import LEADER_COUNT
+# What the runtime base calls the leader's count, reduced once per gather (vllm_ascend/core).
+LEADER_COUNT = "balance_leader_running"
 
 
 @dataclass(frozen=True)

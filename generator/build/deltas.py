@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import ClassVar
@@ -19,10 +19,11 @@ from typing import ClassVar
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from generator.build.anchors import Hit, blocks, find, replace, same_code, small, with_block_body
+from generator.build.copy_forms import LEADER_COUNT
 from generator.build.extract import CLASS_NAME, METHOD_NAME
 from generator.errors import DeltaDoesNotApply, UpstreamShapeError
 
-Path = tuple[cst.CSTNode, ...]
 _LOOPS = (cst.While, cst.For)
 
 
@@ -70,105 +71,6 @@ class DeltaContext:
         return self.excerpt(_waiting_loops(self.method), after=30) or self.excerpt([self.method])
 
 
-@cache
-def _shape(code: str) -> str:
-    return ast.dump(ast.parse(code))
-
-
-@cache
-def _heads(anchors: tuple[str, ...]) -> frozenset[str]:
-    """The statement kind each anchor is (``Assert``, ``If``...): libcst and ast share these names."""
-    return frozenset(type(ast.parse(a).body[0]).__name__ for a in anchors)
-
-
-def _head(stmt: cst.CSTNode) -> str:
-    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
-        return type(stmt.body[0]).__name__
-    return type(stmt).__name__
-
-
-def _same_code(ctx: DeltaContext, stmt: cst.CSTNode, anchors: tuple[str, ...]) -> bool:
-    # Rendering a statement costs far more than naming its kind: most statements stop here.
-    if _head(stmt) not in _heads(anchors):
-        return False
-    try:
-        return _shape(ctx.code(stmt).strip("\n")) in {_shape(a) for a in anchors}
-    except SyntaxError:  # a statement whose text alone does not parse (e.g. `break`) is no anchor
-        return False
-
-
-def _blocks(node: cst.CSTNode, path: Path = ()) -> Iterator[tuple[cst.CSTNode, cst.IndentedBlock, Path]]:
-    """(owner, block, ancestors) for every indented block under ``node``, statements only.
-
-    Anchors are statements, so expressions (most of the tree) are never visited: this is what
-    keeps the deltas cheap next to parsing upstream.
-    """
-    path = (*path, node)
-    for child in node.children:
-        if isinstance(child, cst.IndentedBlock):
-            yield node, child, path
-            for stmt in child.body:
-                if isinstance(stmt, cst.BaseCompoundStatement):
-                    yield from _blocks(stmt, (*path, child))
-        elif isinstance(child, (cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler, cst.Finally, cst.MatchCase)):
-            yield from _blocks(child, path)
-
-
-@dataclass(frozen=True)
-class Hit:
-    owner: cst.CSTNode  # the compound statement whose block holds the match
-    block: cst.IndentedBlock
-    index: int
-    path: Path  # ancestors from the method down to the block
-
-    @property
-    def stmt(self) -> cst.BaseStatement:
-        return self.block.body[self.index]
-
-
-def _find(
-    method: cst.FunctionDef, ctx: DeltaContext, kind: type[cst.BaseStatement], anchors: tuple[str, ...]
-) -> list[Hit]:
-    return [
-        Hit(owner, block, index, (*path, block))
-        for owner, block, path in _blocks(method)
-        for index, stmt in enumerate(block.body)
-        if isinstance(stmt, kind) and _small(stmt) and _same_code(ctx, stmt, anchors)
-    ]
-
-
-def _small(stmt: cst.BaseStatement) -> bool:
-    """Anchors are one-statement ifs or simple lines: skip rendering large compound statements."""
-    if isinstance(stmt, cst.If):
-        return stmt.orelse is None and isinstance(stmt.body, cst.IndentedBlock) and len(stmt.body.body) == 1
-    return isinstance(stmt, cst.SimpleStatementLine)
-
-
-class _ReplaceAlongPath(cst.CSTTransformer):
-    """Replace one node, descending only through its ancestors (not the whole method)."""
-
-    def __init__(self, path: Path, old: cst.CSTNode, new: cst.CSTNode) -> None:
-        super().__init__()
-        self._on_path = {id(node) for node in path}
-        self._old, self._new = old, new
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        return id(node) in self._on_path
-
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
-        return self._new if original_node is self._old else updated_node
-
-
-def replace(method: cst.FunctionDef, path: Path, old: cst.CSTNode, new: cst.CSTNode) -> cst.FunctionDef:
-    result = method.visit(_ReplaceAlongPath(path, old, new))
-    assert isinstance(result, cst.FunctionDef)
-    return result
-
-
-def with_block_body(block: cst.IndentedBlock, body: list[cst.BaseStatement]) -> cst.IndentedBlock:
-    return block.with_changes(body=body)
-
-
 @dataclass(frozen=True)
 class CapCheck:
     """Upstream's running-cap check in the WAITING loop: ``if <count> <operator> self.<cap>: break``.
@@ -184,10 +86,6 @@ class CapCheck:
 
     def gate(self, leader: str = "") -> str:
         return f"{leader or 'self.' + LEADER_COUNT} {self.operator} self.{self.cap}"
-
-
-# What the runtime base calls the leader's count, reduced once per gather (vllm_ascend/core).
-LEADER_COUNT = "balance_leader_running"
 
 
 @dataclass(frozen=True)
@@ -270,7 +168,7 @@ def _expr(ctx: DeltaContext, node: cst.CSTNode) -> ast.expr | None:
 
 def breaks(stmt: cst.BaseStatement) -> bool:
     """``if <test>: break``, nothing else: the shape of every admission stop in the WAITING loop."""
-    if not (isinstance(stmt, cst.If) and _small(stmt)):
+    if not (isinstance(stmt, cst.If) and small(stmt)):
         return False
     assert isinstance(stmt.body, cst.IndentedBlock)
     (inner,) = stmt.body.body
@@ -322,7 +220,7 @@ class LeaderAtCapFreezes(Delta):
         """Upstream's running-cap check, exactly once (``seam`` rewrites the same statement)."""
         hits = [
             (hit, cap)
-            for owner, block, path in _blocks(method)
+            for owner, block, path in blocks(method)
             if isinstance(owner, _LOOPS)
             for index, stmt in enumerate(block.body)
             if breaks(stmt) and (cap := self._cap_check(ctx, block, index)) is not None
@@ -340,11 +238,11 @@ class LeaderAtCapFreezes(Delta):
             return None
         operator = self.OPERATORS.get(type(test.ops[0]))
         (limit,) = test.comparators
-        cap = limit.attr if isinstance(limit, ast.Attribute) and _shape_of(limit) == _self_attr(limit.attr) else None
+        cap = limit.attr if isinstance(limit, ast.Attribute) and shape_of(limit) == _self_attr(limit.attr) else None
         if operator is None or cap not in self.CAPS:
             return None
         count = _count_of(ctx, block, index, test.left)
-        if count is None or _shape_of(ast.parse(f"({count})", mode="eval").body) not in _shapes(self.COUNTS):
+        if count is None or shape_of(ast.parse(f"({count})", mode="eval").body) not in shapes(self.COUNTS):
             return None
         return CapCheck(
             count=count,
@@ -373,17 +271,17 @@ def _count_of(ctx: DeltaContext, block: cst.IndentedBlock, index: int, left: ast
     return ctx.code(assign.value).strip()
 
 
-def _shape_of(node: ast.AST) -> str:
+def shape_of(node: ast.AST) -> str:
     return ast.dump(node, include_attributes=False)
 
 
 def _self_attr(name: str) -> str:
-    return _shape_of(ast.parse(f"self.{name}", mode="eval").body)
+    return shape_of(ast.parse(f"self.{name}", mode="eval").body)
 
 
 @cache
-def _shapes(counts: tuple[str, ...]) -> frozenset[str]:
-    return frozenset(_shape_of(ast.parse(c, mode="eval").body) for c in counts)
+def shapes(counts: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(shape_of(ast.parse(c, mode="eval").body) for c in counts)
 
 
 class QueueNoneBreaks(Delta):
@@ -407,7 +305,7 @@ class QueueNoneBreaks(Delta):
     QUEUE_NAME = "request_queue"
 
     def apply(self, method: cst.FunctionDef, ctx: DeltaContext) -> tuple[cst.FunctionDef, Outcome]:
-        hits = _find(method, ctx, cst.SimpleStatementLine, self.ANCHORS)
+        hits = find(method, ctx.module, cst.SimpleStatementLine, self.ANCHORS)
         if not hits:
             if not _names(method, self.QUEUE_NAME):
                 return method, self._no_queue(method, ctx)
@@ -427,7 +325,7 @@ class QueueNoneBreaks(Delta):
     def _not_needed(self, method: cst.FunctionDef, ctx: DeltaContext) -> Outcome:
         stops = [
             stmt
-            for owner, block, _ in _blocks(method)
+            for owner, block, _ in blocks(method)
             if isinstance(owner, _LOOPS)
             for stmt in block.body
             if breaks(stmt) and self._tests_empty_queue(ctx, stmt)
@@ -446,10 +344,10 @@ class QueueNoneBreaks(Delta):
         """No ``request_queue`` anywhere: the one direct peek must sit in a loop whose test needs ``self.waiting``."""
         peeks = [
             (owner, stmt)
-            for owner, block, _ in _blocks(method)
+            for owner, block, _ in blocks(method)
             if isinstance(owner, cst.While) and _guards_nonempty(ctx, owner, self.NONEMPTY_LOOP_TESTS)
             for stmt in block.body
-            if isinstance(stmt, cst.SimpleStatementLine) and _same_code(ctx, stmt, self.DIRECT_PEEKS)
+            if isinstance(stmt, cst.SimpleStatementLine) and same_code(ctx.module, stmt, self.DIRECT_PEEKS)
         ]
         if len(peeks) != 1:
             raise self._fail(ctx, len(peeks), [stmt for _, stmt in peeks])
@@ -484,8 +382,8 @@ def _has_part(ctx: DeltaContext, node: cst.BaseExpression, joined_by: type[ast.b
     if test is None:
         return False
     parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, joined_by) else [test]
-    wanted = _shapes(tests)
-    return any(_shape_of(part) in wanted for part in parts)
+    wanted = shapes(tests)
+    return any(shape_of(part) in wanted for part in parts)
 
 
 def _waiting_loops(method: cst.FunctionDef) -> Sequence[cst.CSTNode]:
@@ -493,7 +391,7 @@ def _waiting_loops(method: cst.FunctionDef) -> Sequence[cst.CSTNode]:
 
     The innermost loops whose code reads ``self.waiting`` (its test did up to 0.30, its body since).
     """
-    loops = {id(o): o for o, _, _ in _blocks(method) if isinstance(o, _LOOPS)}
+    loops = {id(o): o for o, _, _ in blocks(method) if isinstance(o, _LOOPS)}
     module = cst.Module(body=[])
     waiting = [loop for loop in loops.values() if "self.waiting" in module.code_for_node(loop)]
     inner = [loop for loop in waiting if not any(other is not loop and _contains(loop, other) for other in waiting)]

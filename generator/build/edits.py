@@ -20,23 +20,9 @@ from dataclasses import dataclass
 import libcst as cst
 
 from generator.build import astpattern
-from generator.build.deltas import Hit, _blocks, replace, with_block_body
-from generator.errors import EditDoesNotApply, UsageError
-from generator.tree.layout import CopySpec, Edit
-
-
-def check_statements(code: str, where: str) -> None:
-    """Refuse, as bad input, code that is not one or more whole statements."""
-    try:
-        body = ast.parse(_dedent(code)).body
-    except SyntaxError as exc:
-        raise UsageError(f"{where} does not parse as Python statements (line {exc.lineno}): fix the spec") from None
-    if not body:
-        raise UsageError(f"{where} holds no statement: write the statements, see docs/copies.md")
-
-
-def _dedent(code: str) -> str:
-    return textwrap.dedent(code.strip("\n")) + "\n"
+from generator.build.anchors import Hit, blocks, replace, with_block_body
+from generator.build.edit_data import Edit, EditedCopy, dedent
+from generator.errors import EditDoesNotApply
 
 
 def _as_ast(module: cst.Module, stmt: cst.BaseStatement) -> ast.stmt | None:
@@ -59,13 +45,14 @@ class _Match:
     size: int
     captures: dict[str, astpattern.Captured]
     codes: tuple[str, ...]  # each matched statement's own text (the captures' positions are in these)
+    nodes: tuple[ast.stmt, ...]  # each matched statement parsed from its text (what the captures are parts of)
 
 
 def _matches(module: cst.Module, method: cst.FunctionDef, edit: Edit) -> list[_Match]:
-    size = len(astpattern.statements(_dedent(edit.anchor)))
-    first = type(astpattern.statements(_dedent(edit.anchor))[0])
+    size = len(astpattern.statements(dedent(edit.anchor)))
+    first = type(astpattern.statements(dedent(edit.anchor))[0])
     found = []
-    for owner, block, path in _blocks(method):
+    for owner, block, path in blocks(method):
         codes = [module.code_for_node(s).strip("\n") + "\n" for s in block.body]
         nodes = [_as_ast(module, s) for s in block.body]
         for index, node in enumerate(nodes):
@@ -73,10 +60,10 @@ def _matches(module: cst.Module, method: cst.FunctionDef, edit: Edit) -> list[_M
             if not isinstance(node, first) or None in nodes[index : index + size]:
                 continue
             run = [n for n in nodes[index : index + size] if n is not None]
-            captures = astpattern.match_run(_dedent(edit.anchor), run, 0)
+            captures = astpattern.match_run(dedent(edit.anchor), run, 0)
             if captures is not None:
                 hit = Hit(owner, block, index, (*path, block))
-                found.append(_Match(hit, size, captures, tuple(codes[index : index + size])))
+                found.append(_Match(hit, size, captures, tuple(codes[index : index + size]), tuple(run)))
     return found
 
 
@@ -85,8 +72,8 @@ def _segment(match: _Match, captured: astpattern.Captured) -> str:
     nodes = captured if isinstance(captured, list) else [captured]
     if not nodes:
         return ""
-    for code in match.codes:
-        tree = ast.parse(code)
+    for code, node in zip(match.codes, match.nodes, strict=True):
+        tree = ast.Module(body=[node], type_ignores=[])  # positions are in ``code``, which parsed to ``node``
         for parent in ast.walk(tree):
             for name in ("body", "orelse", "finalbody"):
                 block = getattr(parent, name, None)
@@ -169,7 +156,7 @@ def _literal(text: str) -> Callable[[re.Match[str]], str]:
 
 def _substitute(code: str, match: _Match) -> str:
     """The edit's code with each placeholder it shares with the anchor replaced by upstream's captured text."""
-    out = _dedent(code)
+    out = dedent(code)
     for name, captured in sorted(match.captures.items(), key=lambda kv: -len(kv[0])):
         text = _segment(match, captured)
         if isinstance(captured, list) and captured and isinstance(captured[0], ast.stmt):
@@ -185,7 +172,7 @@ def _numbered(text: str, center: int, around: int = 5) -> str:
     return "\n".join(f"{n:>5} | {lines[n - 1]}" for n in range(first, last + 1))
 
 
-def _where_expected(upstream_text: str, spec: CopySpec, edit: Edit, hits: Sequence[tuple[Hit, int]]) -> str:
+def _where_expected(upstream_text: str, spec: EditedCopy, edit: Edit, hits: Sequence[tuple[Hit, int]]) -> str:
     """Upstream's numbered lines at each match, or (none) around the method's line most like the anchor's first."""
     found = [
         m
@@ -217,7 +204,7 @@ def _one_line(anchor: str, limit: int = 100) -> str:
 
 
 def apply(
-    module: cst.Module, method: cst.FunctionDef, spec: CopySpec, *, tag: str, upstream_text: str
+    module: cst.Module, method: cst.FunctionDef, spec: EditedCopy, *, tag: str, upstream_text: str
 ) -> tuple[cst.FunctionDef, tuple[Applied, ...]]:
     """``method`` with the spec's data edits applied, in order; EditDoesNotApply on a missing or repeated anchor."""
     applied = []

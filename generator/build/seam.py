@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from generator.build import deltas, extract
+from generator.build import anchors, deltas, extract
 from generator.errors import UpstreamShapeError
 from generator.sources.base import UPSTREAM_PATH, UpstreamFile
 
@@ -69,7 +69,7 @@ def make_seam(upstream: UpstreamFile) -> Seam:
         moved.append(assignment)
         if not _read_elsewhere(ctx, found.method, assignment, check):
             del body[hit.index - 1]
-    method = deltas.replace(found.method, hit.path, hit.block, deltas.with_block_body(hit.block, body))
+    method = anchors.replace(found.method, hit.path, hit.block, anchors.with_block_body(hit.block, body))
 
     seam_method = _seam_method(ctx, moved, check)
     members = list(found.cls.body.body)

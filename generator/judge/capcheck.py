@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from generator.build.copy_forms import COUNT_TERMS
-from generator.build.deltas import LeaderAtCapFreezes, _shape_of, _shapes
+from generator.build.deltas import LeaderAtCapFreezes, shape_of, shapes
 from generator.build.verify import is_break_if
 
 _LOOPS = (ast.For, ast.While)
@@ -42,7 +42,7 @@ def _loop_bodies(func: ast.FunctionDef) -> Iterator[list[ast.stmt]]:
 
 def find(func: ast.FunctionDef) -> CapCheck | None:
     """Upstream's running-cap break in the WAITING loop, when exactly one statement has a known shape."""
-    counts = _shapes(LeaderAtCapFreezes.COUNTS)  # the generator's own shapes, parsed once
+    counts = shapes(LeaderAtCapFreezes.COUNTS)  # the generator's own shapes, parsed once
     found = []
     for block in _loop_bodies(func):
         for index, stmt in enumerate(block):
@@ -59,7 +59,7 @@ def find(func: ast.FunctionDef) -> CapCheck | None:
             ):
                 continue
             count = _resolve(block, index, test.left)
-            if count is not None and _shape_of(count) in counts:
+            if count is not None and shape_of(count) in counts:
                 found.append(CapCheck(ast.unparse(count), operator, ast.unparse(limit)))
     return found[0] if len(found) == 1 else None
 
@@ -142,6 +142,6 @@ def differences(theirs: CapCheck, count: str | None, operator: str, cap: str) ->
         out += [Difference("adds", "", t) for t in b if t not in a]
     if operator != theirs.operator:
         out.append(Difference("operator", theirs.operator, operator))
-    if _shape_of(ast.parse(cap, mode="eval").body) != _shape_of(ast.parse(theirs.cap, mode="eval").body):
+    if shape_of(ast.parse(cap, mode="eval").body) != shape_of(ast.parse(theirs.cap, mode="eval").body):
         out.append(Difference("cap", theirs.cap, cap))
     return out

@@ -17,13 +17,17 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from generator.build.copy_forms import gate_form_names
+from generator.build.edit_data import KINDS, Edit, check_statements
 from generator.errors import UsageError
 from generator.pins.pin import PIN_FILE
 from generator.pins.refs import MAIN_VERIFIED_FILE
 from generator.sources.base import UPSTREAM_PATH
+from generator.tags import validate_tag
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -36,17 +40,6 @@ VLLM_ASCEND_PATCH = Path("vllm_ascend/patch/platform/patch_balance_schedule.py")
 VLLM_ASCEND_CLASS = "BalanceScheduler"
 PROJECT_MODULE = Path("generated/balance_scheduler.py")
 BALANCE = "balance"  # the Python edits named by a spec's `python = "balance"`
-_KINDS = ("before", "after", "instead")
-
-
-@dataclass(frozen=True)
-class Edit:
-    """One data edit: ``anchor`` (statements, capitals standing for any code) must match exactly once."""
-
-    name: str
-    anchor: str
-    kind: str  # before | after | instead
-    code: str  # the copy's own statements, as the copy writes them ("" with instead: delete)
 
 
 @dataclass(frozen=True)
@@ -120,8 +113,6 @@ BUILT_IN = "layouts/vllm-ascend.toml"
 
 
 def _known(name: str) -> str:
-    from importlib import resources
-
     return resources.files("generator.tree").joinpath(name).read_text(encoding="utf-8")
 
 
@@ -215,14 +206,10 @@ def _copy(entry: object, where: str) -> CopySpec:
     if python is not None and python != BALANCE:
         raise UsageError(f"{where}: python = {python!r} names no edits the tool ships (known: {BALANCE!r})")
     gate_form = entry.get("gate_form")
-    if gate_form is not None:
-        from generator.build.copy_forms import gate_form_names
-
-        if python != BALANCE or gate_form not in gate_form_names():
-            raise UsageError(
-                f"{where}: gate_form {gate_form!r} needs python = {BALANCE!r} and one of: "
-                + ", ".join(gate_form_names())
-            )
+    if gate_form is not None and (python != BALANCE or gate_form not in gate_form_names()):
+        raise UsageError(
+            f"{where}: gate_form {gate_form!r} needs python = {BALANCE!r} and one of: " + ", ".join(gate_form_names())
+        )
     raw_edits = entry.get("edit", [])
     if not isinstance(raw_edits, list):
         raise UsageError(f"{where}: edit must be an array of tables ([[copy.edit]])")
@@ -234,8 +221,6 @@ def _copy(entry: object, where: str) -> CopySpec:
         raise UsageError(f"{where}: a hand_kept copy declares no edits (it is never rewritten): drop one of them")
     since = entry.get("since")
     if since is not None:
-        from generator.tags import validate_tag
-
         since = (
             validate_tag(since, origin=f"{where} since")
             if isinstance(since, str)
@@ -262,17 +247,15 @@ def _copy(entry: object, where: str) -> CopySpec:
 def _edit(entry: object, where: str) -> Edit:
     if not isinstance(entry, dict):
         raise UsageError(f"{where} must be a table: see docs/copies.md")
-    _only(entry, {"name", "anchor", *_KINDS}, where)
-    kinds = [k for k in _KINDS if k in entry]
+    _only(entry, {"name", "anchor", *KINDS}, where)
+    kinds = [k for k in KINDS if k in entry]
     if len(kinds) != 1:
-        raise UsageError(f"{where}: give exactly one of {', '.join(_KINDS)} (found {len(kinds)})")
+        raise UsageError(f"{where}: give exactly one of {', '.join(KINDS)} (found {len(kinds)})")
     (kind,) = kinds
     code = entry[kind]
     if not isinstance(code, str) or (kind != "instead" and not code.strip()):
         raise UsageError(f"{where}: {kind} must be the statements to put there, as a string")
     anchor = _str(entry, "anchor", where)
-    from generator.build.edits import check_statements
-
     check_statements(anchor, f"{where} anchor")
     if code.strip():
         check_statements(code, f"{where} {kind}")

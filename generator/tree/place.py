@@ -23,7 +23,9 @@ import libcst as cst
 from generator.build import astpattern, copy_forms, deltas, edits, extract, imports
 from generator.build.render import _without_leading_blanks
 from generator.errors import TreeRefused
+from generator.judge import migrate, provenance
 from generator.sources.base import UpstreamFile
+from generator.tags import version_key, version_of
 from generator.tree import region
 from generator.tree.layout import CopySpec
 
@@ -31,7 +33,7 @@ GATE_FORM = "gate form"  # the begin marker's field naming the delta-2 form the 
 # Which leader a class reads, by the balance state its own (hand-written) code keeps.
 _LEADER_BY_STATE = {
     "balance_queue": "max(t.item() for t in self.balance_queue)",
-    deltas.LEADER_COUNT: f"self.{deltas.LEADER_COUNT}",
+    copy_forms.LEADER_COUNT: f"self.{copy_forms.LEADER_COUNT}",
 }
 
 
@@ -45,8 +47,10 @@ class Built:
     tag: str
     summary: str  # what the edits did, one line
     outside: str  # unified diff of the changes outside the region ("" when none)
+    where: region.Region  # where the copy stood in ``old`` (located once, here)
     notes: tuple[str, ...] = field(default=())
     kept: bool = False  # not rewritten (hand-kept, or a spec written for later releases than the pin)
+    rendered: str = ""  # the region written in its place ("" when kept)
 
     @property
     def changed(self) -> bool:
@@ -85,15 +89,13 @@ def _leader(tree: ast.Module, spec: CopySpec, old_gates: Sequence[str]) -> str:
         return old_gates[0]
     raise TreeRefused(
         f"class {spec.dest_class} keeps {' and '.join(kept) or 'neither'} of self.balance_queue and "
-        f"self.{deltas.LEADER_COUNT}, and its copy reads {len(set(old_gates))} leaders: the gate cannot tell "
+        f"self.{copy_forms.LEADER_COUNT}, and its copy reads {len(set(old_gates))} leaders: the gate cannot tell "
         "which count the tree gathers; keep one of them (docs/adopting.md)"
     )
 
 
 def _old_form(method: ast.FunctionDef, spec: CopySpec, shown: str) -> tuple[str, list[str]]:
     """The delta-2 form and leader(s) the copy is written in now, as ``migrate`` recognizes them."""
-    from generator.judge import migrate
-
     stripped = migrate.strip(copying.deepcopy(method))
     forms = sorted({d.form for d in stripped.deltas if d.number == 2})
     if len(forms) != 1:
@@ -122,8 +124,6 @@ def _gate_form(spec: CopySpec, where: region.Region, shown: str) -> tuple[str, l
 
 def hand_kept(spec: CopySpec, upstream: UpstreamFile, text: str, shown: str) -> Built:
     """A copy kept by hand: unchanged, with how many statements it differs from upstream's at the tag."""
-    from generator.judge import provenance
-
     where = region.locate(text, spec, shown)
     module = extract.parse(upstream.text, upstream.tag)
     extract.extract(module, upstream.tag, spec.upstream_class, spec.upstream_method)  # it must still exist
@@ -137,12 +137,10 @@ def hand_kept(spec: CopySpec, upstream: UpstreamFile, text: str, shown: str) -> 
         f"hand-kept, {n} statement{'s' * (n != 1)} from upstream {upstream.tag}'s "
         f"{spec.upstream_class}.{spec.upstream_method} in {len(edits_found)} runs (not rewritten)"
     )
-    return Built(spec, text, text, upstream.tag, summary, "", kept=True)
+    return Built(spec, text, text, upstream.tag, summary, "", where, kept=True)
 
 
 def _before_its_spec(spec: CopySpec, where: region.Region, tag: str) -> bool:
-    from generator.tags import version_key, version_of
-
     if spec.since is None or where.marked:
         return False
     return bool(version_key(version_of(tag)) < version_key(version_of(spec.since)))
@@ -158,7 +156,7 @@ def build(spec: CopySpec, upstream: UpstreamFile, text: str, shown: str) -> Buil
             f"kept as it is: its spec {spec.name!r} is written for vLLM {spec.since} on, the pin is {upstream.tag} "
             "(declare the copy's edits at this release in balance-patchgen.toml to generate it)"
         )
-        return Built(spec, text, text, upstream.tag, why, "", kept=True)
+        return Built(spec, text, text, upstream.tag, why, "", where, kept=True)
     module = extract.parse(upstream.text, upstream.tag)
     method = extract.extract(module, upstream.tag, spec.upstream_class, spec.upstream_method).method
     fields: dict[str, str] = {}
@@ -203,7 +201,7 @@ def build(spec: CopySpec, upstream: UpstreamFile, text: str, shown: str) -> Buil
     final, note = _with_imports(final, method_text, module, upstream.tag)
     notes += note
     outside = "".join(difflib.unified_diff(replaced.splitlines(True), final.splitlines(True), shown, shown, n=2))
-    return Built(spec, text, final, upstream.tag, edits_line, outside, tuple(notes))
+    return Built(spec, text, final, upstream.tag, edits_line, outside, where, tuple(notes), rendered=new_region)
 
 
 def _with_payload(text: str, spec: CopySpec, count: str, shown: str) -> tuple[str, list[str]]:

@@ -1,0 +1,52 @@
+"""A data edit as a spec declares it, and the shape checks a spec's code must pass (stdlib ``ast`` only).
+
+``edits`` applies them; ``tree.layout`` reads them from a spec, so this module stays free of libcst.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from dataclasses import dataclass
+from typing import Protocol
+
+from generator.errors import UsageError
+
+KINDS = ("before", "after", "instead")
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One data edit: ``anchor`` (statements, capitals standing for any code) must match exactly once."""
+
+    name: str
+    anchor: str
+    kind: str  # before | after | instead
+    code: str  # the copy's own statements, as the copy writes them ("" with instead: delete)
+
+
+class EditedCopy(Protocol):
+    """What applying edits reads of a copy's spec (``tree.layout.CopySpec`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def upstream_class(self) -> str: ...
+    @property
+    def upstream_method(self) -> str: ...
+    @property
+    def edits(self) -> tuple[Edit, ...]: ...
+
+
+def check_statements(code: str, where: str) -> None:
+    """Refuse, as bad input, code that is not one or more whole statements."""
+    try:
+        body = ast.parse(dedent(code)).body
+    except SyntaxError as exc:
+        raise UsageError(f"{where} does not parse as Python statements (line {exc.lineno}): fix the spec") from None
+    if not body:
+        raise UsageError(f"{where} holds no statement: write the statements, see docs/copies.md")
+
+
+def dedent(code: str) -> str:
+    return textwrap.dedent(code.strip("\n")) + "\n"
