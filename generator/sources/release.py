@@ -25,26 +25,10 @@ def choose_wheel(files: list[index.IndexFile], version: str) -> index.IndexFile:
 
 def fetch(tag: str, progress: Progress = no_progress) -> tuple[UpstreamFile, int]:
     """Return the upstream file and the number of bytes downloaded to get it."""
-    version = version_of(tag)
-    deadline = index.Deadline.from_env()  # one budget for the listing and every range read
-    wheel = choose_wheel(index.list_files("vllm", deadline=deadline), version)
-    progress(f"fetching {UPSTREAM_PATH} from {wheel.filename} (range reads)")
-    reader = index.RangeReader(wheel.url, wheel.size, deadline, sha256=wheel.sha256)
-    try:
-        with zipfile.ZipFile(reader) as archive:
-            data = archive.read(UPSTREAM_PATH)  # zipfile checks the member's CRC-32
-            record = archive.read(f"vllm-{version}.dist-info/RECORD")
-    except KeyError as exc:
-        raise SourceUnavailable(f"{wheel.filename} lacks {exc.args[0]}: use --source git") from None
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError) as exc:
-        # zlib.error: a corrupted deflate stream; EOFError: a truncated member; NotImplementedError:
-        # a compression method this Python cannot read.
-        raise SourceUnavailable(
-            f"{wheel.filename} is not a readable wheel ({type(exc).__name__}: {exc}): retry, or use --source git"
-        ) from None
-    _check_record(record, data, wheel.filename)
-    progress(f"fetched {reader.downloaded} bytes of {wheel.size or '?'}")
-    return UpstreamFile(tag=tag, data=data, origin="release"), reader.downloaded
+    found, _, downloaded = fetch_members(tag, [UPSTREAM_PATH], progress)
+    if UPSTREAM_PATH not in found:
+        raise SourceUnavailable(f"vLLM {tag}'s wheel lacks {UPSTREAM_PATH}: use --source git")
+    return UpstreamFile(tag=tag, data=found[UPSTREAM_PATH], origin="release"), downloaded
 
 
 def fetch_members(
@@ -59,7 +43,8 @@ def fetch_members(
     version = version_of(tag)
     deadline = index.Deadline.from_env()  # one budget for the listing and every range read
     wheel = choose_wheel(index.list_files("vllm", deadline=deadline), version)
-    progress(f"fetching {len(members)} file(s) from {wheel.filename} (range reads)")
+    what = next(iter(members)) if len(members) == 1 else f"{len(members)} files"
+    progress(f"fetching {what} from {wheel.filename} (range reads)")
     reader = index.RangeReader(wheel.url, wheel.size, deadline, sha256=wheel.sha256)
     found: dict[str, bytes] = {}
     try:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.errors import TreeRefused
+from generator.judge import migrate, provenance
 from generator.sources.base import UpstreamFile
 from generator.tree import place as tree
 from generator.tree import region
@@ -74,16 +75,14 @@ def regenerate(layout: Layout, upstream: UpstreamFile, copies: Sequence[CopySpec
 
 def dropped_edits(result: FileResult, upstream: UpstreamFile, releases: Callable[[], list]) -> list[str]:
     """The extra edits the old balance copy carried (against the release it is closest to): they go now."""
-    from generator.judge import migrate
-
     lines = []
     for built in result.copies:
         if not built.changed or built.kept:
             continue
-        if region.locate(built.old, built.spec, str(result.path)).marked:
+        if built.where.marked:
             continue  # a generated copy carries no extra edits (a hand edit in it is `check`'s to report)
         if not built.spec.is_balance:
-            lines += _replaced(built, str(result.path))
+            lines += _replaced(built)
             continue
         report = migrate.judge(result.old, upstream.tag, upstream.text, releases)
         if report.replaceable:
@@ -112,7 +111,7 @@ def drifts(results: Sequence[FileResult], tag: str) -> list[Drift]:
         for built in result.copies:
             if not built.changed:
                 continue
-            where = region.locate(built.old, built.spec, str(result.path))
+            where = built.where
             if not where.marked:
                 cause = (
                     f"{built.spec.label} in {result.path} is not generated yet: run `balance-patchgen --root . regen`"
@@ -147,17 +146,14 @@ def drifts(results: Sequence[FileResult], tag: str) -> list[Drift]:
 
 def _only_outside(built: tree.Built) -> bool:
     """The region itself regenerates byte for byte: only the outside change differs."""
-    old = region.locate(built.old, built.spec, "")
-    new = region.locate(built.new, built.spec, "")
-    return built.old.splitlines()[old.start : old.end] == built.new.splitlines()[new.start : new.end]
+    old = built.where
+    return built.old.splitlines()[old.start : old.end] == built.rendered.splitlines()
 
 
-def _replaced(built: tree.Built, shown: str) -> list[str]:
+def _replaced(built: tree.Built) -> list[str]:
     """What the hand copy had that the regenerated one does not (upstream's changes since, and dropped edits)."""
-    from generator.judge import provenance
-
-    old = provenance.reduce(region.locate(built.old, built.spec, shown).method)
-    new = provenance.reduce(region.locate(built.new, built.spec, shown).method)
+    old = provenance.reduce(built.where.method)
+    new = provenance.reduce(region.rendered_method(built.rendered))
     runs = provenance.edits(old, new)
     if not runs:
         return [f"{built.spec.label}: the hand copy it replaces had the same statements"]

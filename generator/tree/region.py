@@ -78,6 +78,14 @@ def locate(text: str, spec: CopySpec, shown: str) -> Region:
     return Region(begins[0], ends[0] + 1, begin["indent"], True, method, begin["tag"], fields)
 
 
+def rendered_method(rendered: str) -> ast.FunctionDef:
+    """The method a region ``render`` wrote holds (its lines sit at the class body's indentation)."""
+    (holder,) = ast.parse(f"class _:\n{rendered}").body
+    assert isinstance(holder, ast.ClassDef)
+    (method,) = [n for n in holder.body if isinstance(n, ast.FunctionDef)]
+    return method
+
+
 def render(
     method_text: str, spec: CopySpec, *, tag: str, sha256: str, edits: str, fields: dict[str, str], indent: str
 ) -> str:
