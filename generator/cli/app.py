@@ -15,8 +15,8 @@ from typing import Any
 import click
 
 from generator import __version__
-from generator.cli import context
 from generator.cli.exits import EXIT_BUG, EXIT_INTERRUPTED, fail, fail_line, os_error
+from generator.cli.root import root_option
 from generator.errors import PatchgenError, UsageError
 
 # Command name -> where it is defined (module:attribute), in help order.
@@ -94,6 +94,6 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="balance-patchgen", message="%(prog)s %(version)s")
-@context.root_option
+@root_option
 def main() -> None:
     """Generate vllm-ascend's balance scheduler from vLLM's Scheduler.schedule() at the pinned tag."""

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from generator.atomic import is_same_file, require_regular_or_absent
+from generator.cli.root import root
 from generator.errors import DriftFound, FileRefused, UsageError
 from generator.judge import check as drift
 from generator.pins.pin import PIN_FILE, read_pin
@@ -27,37 +28,10 @@ DEFAULT_OUTPUT = Path("generated/balance_scheduler.py")
 # imports whichever generated module matches the installed scheduler.py.
 MAIN_VERIFIED_OUTPUT = Path("generated/balance_scheduler_main_verified.py")
 
-_ROOT = "balance_patchgen.root"
 _LAYOUT = "balance_patchgen.layout"
 _REFRESH = "balance_patchgen.refresh"
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _remember_root(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
-    if value is None:
-        return
-    meta = ctx.find_root().meta
-    given = meta.get(_ROOT)
-    if given is not None and given != value:
-        raise UsageError(f"--root is given twice, as {given} and as {value}: pass it once")
-    meta[_ROOT] = value
-
-
-def root_option(func: F) -> F:
-    """``--root DIR``: one definition, taken before the command name and after it alike."""
-    return click.option(
-        "--root",
-        type=click.Path(file_okay=False, path_type=Path),
-        expose_value=False,
-        callback=_remember_root,
-        help="Repository root holding .github/ and generated/, or a plugin's tree (default: the current folder).",
-    )(func)
-
-
-def root() -> Path:
-    found: Path = click.get_current_context().find_root().meta.get(_ROOT, Path("."))
-    return found
 
 
 def layout() -> Layout:

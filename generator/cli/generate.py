@@ -12,7 +12,8 @@ import click
 from generator.atomic import require_regular_or_absent, write_all_or_nothing
 from generator.build import pipeline, seam, verify
 from generator.cli import context, in_tree
-from generator.cli.context import DEFAULT_OUTPUT, MAIN_VERIFIED_OUTPUT, root_option, source_options
+from generator.cli.context import DEFAULT_OUTPUT, MAIN_VERIFIED_OUTPUT, source_options
+from generator.cli.root import root_option
 from generator.errors import DriftFound, UsageError, VerificationFailed
 from generator.judge import check as drift
 

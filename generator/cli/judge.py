@@ -8,7 +8,8 @@ import click
 
 from generator.atomic import require_regular_or_absent
 from generator.cli import context
-from generator.cli.context import root_option, source_options
+from generator.cli.context import source_options
+from generator.cli.root import root_option
 from generator.errors import UsageError, VerificationFailed
 from generator.judge import census
 from generator.judge.migrate import judge

@@ -13,8 +13,9 @@ import click
 from generator.atomic import is_same_file, require_regular_or_absent, write_all_or_nothing
 from generator.build import pipeline, seam
 from generator.cli import context, in_tree
-from generator.cli.context import DEFAULT_OUTPUT, SourceOptions, root_option, source_options
+from generator.cli.context import DEFAULT_OUTPUT, SourceOptions, source_options
 from generator.cli.exits import exit_code_for
+from generator.cli.root import root_option
 from generator.errors import FileRefused, UsageError
 from generator.pins import matrix as matrix_rows
 from generator.pins import pin_bump, plan
