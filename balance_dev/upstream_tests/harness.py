@@ -60,7 +60,7 @@ GUARD = REPO_ROOT / "balance_dev" / "downstream_site" / "balance_downstream_torc
 class RunSpec:
     label: str
     mode: str  # the plugin's mode
-    seam: bool  # vLLM's scheduler.py with the seam applied (generator.seam)
+    seam: bool  # vLLM's scheduler.py with the seam applied (generator.build.seam)
     role: str  # "reference", "same" (must equal the reference) or "control" (must break)
     what: str
 
@@ -527,7 +527,7 @@ PLAN_BODY_MAX = plans.GITHUB_BODY_MAX
 
 
 def amend_plan(plan_path: Path, text: str, *, clean: bool = True) -> None:
-    """The bump plan judged by this run (``generator.plan.judged``): clean, ``text`` goes into its pull
+    """The bump plan judged by this run (``generator.pins.plan.judged``): clean, ``text`` goes into its pull
     request's body before upstream's ``schedule()`` diff; not clean, the plan becomes an issue instead."""
     plan = json.loads(plan_path.read_text(encoding="utf-8"))
     pull = plan.get("pull_request")
