@@ -106,9 +106,9 @@ class _GroupMaxSpy:
         self.calls: list[tuple[int, Any]] = []
         self._real = base_mod.group_max
 
-    def __call__(self, value: int, group: Any) -> int:
+    def __call__(self, value: int, group: Any, **kwargs: Any) -> int:
         self.calls.append((value, group))
-        return self._real(value, group)
+        return self._real(value, group, **kwargs)
 
 
 def _spy_on_collectives(monkeypatch: pytest.MonkeyPatch, *, forbid_others: bool = True) -> _GroupMaxSpy:

@@ -51,20 +51,35 @@ def _rank_main(rank: int, port: int, results: Any) -> None:
             for trial in range(3):
                 got = group_max(_values(size, trial)[group_rank], group)
                 out.append(("max", size, trial, group_rank, got))
-    # The absent rank: group [0, 1, 2] with a short timeout; rank 2 never calls the exchange.
-    absent = dist.new_group([0, 1, 2], backend="gloo", timeout=datetime.timedelta(seconds=ABSENT_TIMEOUT_S))
+            for trial in range(3):  # the same exchange over its own TCP connections (set up by the first)
+                got = group_max(_values(size, trial)[group_rank], group, host="127.0.0.1")
+                out.append(("sock", size, trial, group_rank, got))
+    # Every world rank takes part in creating a group, so all three short-timeout groups come first.
+    short = datetime.timedelta(seconds=ABSENT_TIMEOUT_S)
+    absent, absent_tcp, skipper = (dist.new_group([0, 1, 2], backend="gloo", timeout=short) for _ in range(3))
+    # Over TCP, a rank that took part in the set-up and one call, then skips the next: the others wait it out.
+    if rank in (0, 1, 2):
+        group_max(rank, skipper, host="127.0.0.1")
+        if rank != 2:
+            out.append(_absent("skipped-sock", rank, skipper, "127.0.0.1"))
+    # The absent rank: rank 2 never calls the exchange (over gloo, and over TCP: there it misses the set-up).
     if rank in (0, 1):
-        start = time.monotonic()
-        try:
-            group_max(rank, absent)
-            out.append(("absent", rank, "returned", time.monotonic() - start))
-        except RuntimeError as error:
-            out.append(("absent", rank, f"raised: {str(error).splitlines()[0][:200]}", time.monotonic() - start))
+        out.append(_absent("absent", rank, absent, None))
+        out.append(_absent("absent-sock", rank, absent_tcp, "127.0.0.1"))
     results.put((rank, out))
     # Keep every process alive until all are done: a rank leaving early would break others' groups.
     store.add("done", 1)
     while int(store.add("done", 0)) < WORLD:
         time.sleep(0.05)
+
+
+def _absent(name: str, rank: int, group: Any, host: str | None) -> tuple[Any, ...]:
+    start = time.monotonic()
+    try:
+        group_max(rank, group, host=host)
+        return (name, rank, "returned", time.monotonic() - start)
+    except RuntimeError as error:
+        return (name, rank, f"raised: {str(error).splitlines()[0][:200]}", time.monotonic() - start)
 
 
 def _free_port() -> int:
@@ -94,14 +109,18 @@ def pool_results() -> list[tuple[Any, ...]]:
 
 @pytest.mark.parametrize("size", SIZES)
 def test_every_rank_gets_the_exact_maximum(pool_results: list[tuple[Any, ...]], size: int) -> None:
-    for trial in range(3):
-        got = {row[3]: row[4] for row in pool_results if row[:3] == ("max", size, trial)}
-        assert sorted(got) == list(range(size))  # every member answered
-        assert set(got.values()) == {max(_values(size, trial))}
+    for transport in ("max", "sock"):
+        for trial in range(3):
+            got = {row[3]: row[4] for row in pool_results if row[:3] == (transport, size, trial)}
+            assert sorted(got) == list(range(size)), transport  # every member answered
+            assert set(got.values()) == {max(_values(size, trial))}, transport
 
 
-def test_a_rank_that_never_joins_fails_the_others_by_the_groups_timeout(pool_results: list[tuple[Any, ...]]) -> None:
-    absent = [row for row in pool_results if row[0] == "absent"]
+@pytest.mark.parametrize("case", ["absent", "absent-sock", "skipped-sock"])
+def test_a_rank_that_never_joins_fails_the_others_by_the_groups_timeout(
+    pool_results: list[tuple[Any, ...]], case: str
+) -> None:
+    absent = [row for row in pool_results if row[0] == case]
     assert sorted(row[1] for row in absent) == [0, 1]
     for _, _rank, outcome, waited in absent:
         assert outcome.startswith("raised:"), outcome

@@ -1,6 +1,7 @@
 """Hand-written half of BalanceScheduler: state, the per-step gather and its tripwire. ``schedule()`` is generated."""
 
 import inspect
+import socket
 import sys
 from typing import Any, ClassVar
 
@@ -40,6 +41,8 @@ class BalanceSchedulerBase(Scheduler):
         # but is owned by the engine core, and elastic DP replaces it at run time.
         self.dp_group: dist.ProcessGroup | None = None
         self._balance_ungathered_runs = 0
+        # This rank's address for the gather's own connections (group_max), found at the first gather.
+        self._balance_gather_host: str | None = None
         if self._balance_enabled and self.UPSTREAM_TAG is not None and self.UPSTREAM_SHA256 is not None:
             check_upstream_file(self.UPSTREAM_TAG, self.UPSTREAM_SHA256, allow=vllm_mismatch_allowed(vllm_config))
 
@@ -58,7 +61,11 @@ class BalanceSchedulerBase(Scheduler):
         """
         if not self._balance_enabled or self.dp_group is None:
             return
-        self.balance_leader_running = group_max(self.balance_running_count(), self.dp_group)
+        if self._balance_gather_host is None:
+            self._balance_gather_host = gather_host(self.vllm_config)
+        self.balance_leader_running = group_max(
+            self.balance_running_count(), self.dp_group, host=self._balance_gather_host
+        )
 
     def balance_check_gathered(self) -> None:
         """The tripwire, run at each ``schedule()``: balance on, yet no gather ever reached this scheduler.
@@ -82,6 +89,21 @@ class BalanceSchedulerBase(Scheduler):
                 "scheduler_config.enable_balance_scheduling"
             ),
         )
+
+
+def gather_host(vllm_config: Any) -> str:
+    """This rank's address for the gather's connections: vLLM's own answer where the operator gave one
+    (``VLLM_HOST_IP``), else the local address on the route to the DP master, the interface the ranks
+    already reach each other through (127.0.0.1 when the whole group is on one host's loopback)."""
+    import vllm.envs as envs
+
+    if envs.VLLM_HOST_IP:
+        return str(envs.VLLM_HOST_IP)
+    master = str(vllm_config.parallel_config.data_parallel_master_ip)
+    family = socket.getaddrinfo(master, None)[0][0]
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        probe.connect((master, 9))  # a datagram socket's connect sends nothing: it only picks the route
+        return str(probe.getsockname()[0])
 
 
 def _calling_engine_core() -> str:
