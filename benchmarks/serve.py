@@ -18,9 +18,10 @@ request per rank, then ``--loads`` times the e2e's 64-request load (``client.loa
   and off. ``--probe off`` runs the CPU shims only (no counts): the check that counting costs nothing;
 - the load's wall (first request sent to last token) and its tokens.
 
-``--pin cores``: once the engines are up, every thread of rank r's engine core and of its worker is
-bound to CPU r (``sched_setaffinity``, what ``taskset -a -p`` does), so that the ranks do not take
-each other's core; API servers and the rest stay unbound. Results: ``<out>.md`` (tables) and
+``--pin none,cores``: each start runs its unpinned loads first; then every thread of rank r's engine
+core and of its worker is bound to CPU r (``sched_setaffinity``, what ``taskset -a -p`` does), so that
+the ranks do not take each other's core, and the pinned loads run; API servers and the rest stay
+unbound. Results: ``<out>.md`` (tables) and
 ``<out>.json`` (every load's figures); ``--render-only`` re-renders from the JSON.
 """
 
@@ -208,13 +209,15 @@ def one_run(
     topo: str,
     dp: int,
     balance: bool,
-    pin: str,
+    pins: list[str],
     probe: str,
     n: int,
     loads: int,
     log: Any,
 ) -> list[Load]:
-    slug = f"{TOPOLOGY_KEYS[topo].replace(' ', '-')}-dp{dp}-{pin}-{probe}-{'on' if balance else 'off'}-{n}"
+    """One start: ``loads`` loads per pinning in ``pins``, in that order (``none`` before ``cores``: a bound
+    thread stays bound)."""
+    slug = f"{TOPOLOGY_KEYS[topo].replace(' ', '-')}-dp{dp}-{probe}-{'on' if balance else 'off'}-{n}"
     nodes = 1 if topo == "vllm serve" else 2
     run_env = dict(env, BALANCE_E2E_PROBE_MODE="count" if probe == "count" else "off")
     if PROFILE_DIR:
@@ -231,13 +234,15 @@ def one_run(
         else:
             before = {}
             cores = engine_cores_by_title(d, dp)
-        pinned = pin_ranks(d, cores) if pin == "cores" else {}
         log(
-            f"  run {n} {TOPOLOGY_KEYS[topo]} DP {dp} balance {'on' if balance else 'off'} pin {pin} probe {probe}: "
-            f"ready {ready:.0f} s, engine cores {cores}" + (f", pinned rank->CPU {pinned}" if pinned else "")
+            f"  run {n} {TOPOLOGY_KEYS[topo]} DP {dp} balance {'on' if balance else 'off'} probe {probe}: "
+            f"ready {ready:.0f} s, engine cores {cores}"
         )
-        for i in range(loads):
-            spies = start_profiles(d, cores, f"{slug}-load{i + 1}") if PROFILE_DIR else []
+        plan = [(pin, i) for pin in pins for i in range(loads)]
+        for pin, i in plan:
+            if pin == "cores" and i == 0:
+                log(f"    pinned rank -> CPU: {pin_ranks(d, cores)}")
+            spies = start_profiles(d, cores, f"{slug}-{pin}-load{i + 1}") if PROFILE_DIR else []
             cpu0 = snapshot(d, cores)
             t0 = time.monotonic()
             streams = asyncio.run(client.load(d.topo.route, LOAD_TIMEOUT_S))
@@ -247,7 +252,7 @@ def one_run(
                 after = wait_idle(d, before, dp)
                 counts = summed(before, after, COUNT_KEYS)
                 if PROFILE_DIR:
-                    save_samples(before, after, os.path.join(PROFILE_DIR, f"{slug}-load{i + 1}.stacks.json"))
+                    save_samples(before, after, os.path.join(PROFILE_DIR, f"{slug}-{pin}-load{i + 1}.stacks.json"))
                 before = after
             else:
                 time.sleep(2.0)  # the engines finish their wave (dummy batches until the 32-step sync)
@@ -270,7 +275,7 @@ def one_run(
             )
             f = load.fig()
             log(
-                f"    load {i + 1}: wall {wall:.1f} s ({time.monotonic() - t0:.1f} s with the idle wait), "
+                f"    load {i + 1} ({pin}): wall {wall:.1f} s ({time.monotonic() - t0:.1f} s with the idle wait), "
                 f"{load.tokens} tokens, engine-core CPU {f['ec_cpu_s']:.2f} s, workers {f['worker_cpu_s']:.2f} s, "
                 + (
                     f"steps {f['steps']}, iterations {f['iterations']}, frozen {f['frozen_steps']}, "
@@ -480,25 +485,25 @@ def main() -> int:
         moe, _ = e2e_run.write_models(work, env)
         for topo in [t.strip() for t in args.topologies.split(",")]:
             for dp in [int(x) for x in args.dp.split(",")]:
-                for pin in [p.strip() for p in args.pin.split(",")]:
-                    if pin == "cores" and dp > (os.cpu_count() or 1):
-                        print(f"  {topo} DP {dp}: pinning skipped, {dp} ranks on {os.cpu_count()} CPUs")
-                        continue
-                    for n in range(1, args.rounds + 1):
-                        for balance in (True, False):
-                            loads += one_run(
-                                work,
-                                env,
-                                moe,
-                                topo,
-                                dp,
-                                balance,
-                                pin,
-                                args.probe,
-                                n,
-                                args.loads,
-                                lambda s: print(s, flush=True),
-                            )
+                pins = [p.strip() for p in args.pin.split(",")]
+                if "cores" in pins and dp > (os.cpu_count() or 1):
+                    print(f"  {topo} DP {dp}: pinning skipped, {dp} ranks on {os.cpu_count()} CPUs")
+                    pins.remove("cores")
+                for n in range(1, args.rounds + 1):
+                    for balance in (True, False):
+                        loads += one_run(
+                            work,
+                            env,
+                            moe,
+                            topo,
+                            dp,
+                            balance,
+                            sorted(pins, key=lambda p: p != "none"),
+                            args.probe,
+                            n,
+                            args.loads,
+                            lambda s: print(s, flush=True),
+                        )
     except Failed as e:
         print(f"bench-serve: FAILED: {e}")
         if e.log:
