@@ -22,6 +22,11 @@ def record_digest(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
+def record_digests(record: bytes) -> dict[str, str]:
+    """Every member's hash a wheel's RECORD lists (the last row naming a member wins, as in ``matches_record``)."""
+    return {row[0]: row[1] for row in csv.reader(io.StringIO(record.decode("utf-8", errors="replace"))) if len(row) > 1}
+
+
 def matches_record(record: bytes, member: str, data: bytes) -> bool:
     """Whether ``data`` has the hash a wheel's RECORD lists for ``member`` (its last row naming it)."""
     expected = None

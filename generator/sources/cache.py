@@ -62,6 +62,19 @@ def store_members(tag: str, names: Iterable[str]) -> None:
     store_at(_members_entry(tag), "".join(f"{n}\n" for n in sorted(set(names))).encode())
 
 
+def _package_entry(tag: str) -> Path:
+    return cache_root() / "upstream" / tag / "package.zip"
+
+
+def load_package(tag: str) -> bytes | None:
+    """The zip of every ``.py`` file of vLLM's package at ``tag`` (``sources.package``), if cached."""
+    return load_at(_package_entry(tag))
+
+
+def store_package(tag: str, data: bytes) -> None:
+    store_at(_package_entry(tag), data)
+
+
 def load_at(path: Path) -> bytes | None:
     """A verified entry at ``path`` (under ``cache_root()``), or None when absent or corrupted."""
     sidecar = _sidecar(path)
@@ -88,5 +101,5 @@ def store_at(path: Path, data: bytes) -> None:
 
 
 def _sidecar(path: Path) -> Path:
-    # ``scheduler.py.sha256`` as ever; a name without a suffix (``members``) gets ``members.sha256``.
-    return path.with_suffix(".py.sha256") if path.suffix else path.with_name(f"{path.name}.sha256")
+    # ``scheduler.py.sha256`` as ever; any other name gets ``.sha256`` after its own (``package.zip.sha256``).
+    return path.with_suffix(".py.sha256") if path.suffix == ".py" else path.with_name(f"{path.name}.sha256")

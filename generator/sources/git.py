@@ -36,16 +36,21 @@ def _check_location(location: str) -> None:
 
 
 def fetch(tag: str, location: str, progress: Progress = no_progress) -> UpstreamFile:
+    commit = tag_commit(tag, location, progress)
+    return UpstreamFile(tag=tag, data=_scheduler_at(commit, tag, location), origin="git")
+
+
+def tag_commit(tag: str, location: str, progress: Progress = no_progress) -> git.Commit:
+    """The commit release ``tag`` names in the repository at ``location`` (a URL: its cached clone, tag fetched)."""
     _check_location(location)
     repo = _cached_clone(location, tag, progress) if is_url(location) else _local_repo(location)
     try:
-        commit = repo.commit(f"refs/tags/{tag}")
+        return repo.commit(f"refs/tags/{tag}")
     except (git.BadName, ValueError, git.GitCommandError):
         raise SourceUnavailable(
             f"tag {tag} not found in {location}: fetch the tag into that repository "
             "or check .github/vllm-release-tag.commit"
         ) from None
-    return UpstreamFile(tag=tag, data=_scheduler_at(commit, tag, location), origin="git")
 
 
 def fetch_ref(ref: str, location: str, progress: Progress = no_progress) -> UpstreamFile:
@@ -54,6 +59,12 @@ def fetch_ref(ref: str, location: str, progress: Progress = no_progress) -> Upst
     The label stands where a tag would in messages and in the in-memory module, so a failure names
     the exact commit it was found at even when the branch has moved on since.
     """
+    label, commit = ref_commit(ref, location, progress)
+    return UpstreamFile(tag=label, data=_scheduler_at(commit, label, location), origin="git")
+
+
+def ref_commit(ref: str, location: str, progress: Progress = no_progress) -> tuple[str, git.Commit]:
+    """A branch's tip (fetched again: branches move) or a commit, with its label (``branch@commit12``)."""
     check_ref(ref, location)
     commit_id = is_commit(ref)
     if is_url(location):
@@ -75,8 +86,33 @@ def fetch_ref(ref: str, location: str, progress: Progress = no_progress) -> Upst
         commit = repo.commit(wanted)
     except (git.BadName, ValueError, git.GitCommandError):
         raise SourceUnavailable(f"{what} {ref} not found in {location}: check the name, or fetch it there") from None
-    label = commit.hexsha[:12] if commit_id else f"{ref}@{commit.hexsha[:12]}"
-    return UpstreamFile(tag=label, data=_scheduler_at(commit, label, location), origin="git")
+    return (commit.hexsha[:12] if commit_id else f"{ref}@{commit.hexsha[:12]}"), commit
+
+
+def python_files(commit: git.Commit) -> dict[str, git.Blob]:
+    """Every ``vllm/**/*.py`` blob of the commit's tree (read lazily: a blob-less clone fetches on read)."""
+    try:
+        top = commit.tree / "vllm"
+    except KeyError:
+        return {}
+    return {
+        str(item.path): item for item in top.traverse() if isinstance(item, git.Blob) and str(item.path).endswith(".py")
+    }
+
+
+def commits_touching(
+    location: str, old: str, new: str, path: str, lines: tuple[int, int] | None
+) -> list[tuple[str, str]] | None:
+    """(sha12, subject) of the commits from ``old`` to ``new`` that touched ``lines`` of ``path`` at ``new``
+    (the whole file when None), newest first; None when the history is not there (a depth-1 clone)."""
+    try:
+        repo = _cached_clone(location, None, no_progress) if is_url(location) else _local_repo(location)
+        span = ["-L", f"{lines[0]},{lines[1]}:{path}", "--no-patch"] if lines else ["--", path]
+        out = repo.git.log("--format=%h%x09%s", "--abbrev=12", f"{old}..{new}", *span)
+    except (git.GitCommandError, SourceUnavailable, UsageError):
+        return None
+    rows = [line.split("\t", 1) for line in out.splitlines() if "\t" in line]
+    return [(sha, subject) for sha, subject in rows]
 
 
 def check_ref(ref: str, location: str) -> None:

@@ -230,6 +230,12 @@ class RangeReader:
             )
         return offset, body, total
 
+    def prefetch(self, spans: list[tuple[int, int]]) -> None:
+        """Fetch each ``(start, end)`` byte range now, one request each: later reads inside them cost nothing."""
+        for start, end in spans:
+            if self._cached(start, end) is None:
+                self._spans.append(self._fetch_range(f"bytes={start}-{end - 1}")[:2])
+
     def seekable(self) -> bool:
         return True
 

@@ -126,11 +126,25 @@ def fetch_ref(ref: str, kind: SourceKind, vllm_repo: str | None, progress: Progr
     return git.fetch_ref(ref, _git_location(ref, kind, vllm_repo), progress)
 
 
-def _git_location(ref: str, kind: SourceKind, vllm_repo: str | None) -> str:
+def git_location(name: str, kind: SourceKind, vllm_repo: str | None, optional: bool = False) -> str | None:
+    """The repository a git source reads ``name`` from; None (``optional``) when the source is not git.
+
+    Not optional, ``name`` is a branch or commit, which only a git source has: refused with what to pass.
+    """
     repo = vllm_repo or os.environ.get("VLLM_REPO") or None
-    if kind not in (SourceKind.GIT, SourceKind.AUTO) or not repo:
-        raise UsageError(
-            f"{ref} is a git branch or commit, which only a git source has: pass --vllm-repo PATH_OR_URL "
-            "(or set VLLM_REPO), or a release tag"
-        )
-    return repo
+    if kind is SourceKind.GIT or (kind is SourceKind.AUTO and repo):
+        if not repo:
+            raise SourceUnavailable("--source git needs a repository: pass --vllm-repo PATH_OR_URL or set VLLM_REPO")
+        return repo
+    if optional:
+        return None
+    raise UsageError(
+        f"{name} is a git branch or commit, which only a git source has: pass --vllm-repo PATH_OR_URL "
+        "(or set VLLM_REPO), or a release tag"
+    )
+
+
+def _git_location(ref: str, kind: SourceKind, vllm_repo: str | None) -> str:
+    location = git_location(ref, kind, vllm_repo)
+    assert location is not None
+    return location
