@@ -67,7 +67,7 @@ def migrate(file: Path, tag: str | None, since: str, source: str, vllm_repo: str
     "source_path",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
     help="vLLM source tree to index: its vllm/ package folder or a folder holding it "
-    "(default: the vLLM installed in this interpreter).",
+    "(default: the release the tree pins, or --tag, read from its wheel on the package index, cached).",
 )
 @click.option(
     "--since",
@@ -120,12 +120,19 @@ def census_cmd(
     else:
         pin = None
         context.progress(f"{root} has no {PIN_FILE}: staleness is not counted (pass --tag)")
-    source = census.vllm_source(source_path)
-    if pin is not None and source.version is not None and f"v{source.version}" != pin:
-        context.progress(
-            f"the index is vLLM {source.version} ({source.package}), the tree pins {pin}: functions "
-            f"vLLM {source.version} lacks are not found; pass --vllm-source a vLLM {pin} tree to index that"
-        )
+    if source_path is None:
+        if pin is None:
+            raise UsageError(
+                f"{root} has no {PIN_FILE}: pass --tag (the vLLM release the tree runs with) or --vllm-source DIR"
+            )
+        source = census.release_source(pin, context.progress, refresh=refresh)
+    else:
+        source = census.vllm_source(source_path)
+        if pin is not None and source.version is not None and f"v{source.version}" != pin:
+            context.progress(
+                f"the index is vLLM {source.version} ({source.where}), the tree pins {pin}: functions "
+                f"vLLM {source.version} lacks are not found; drop --vllm-source to index the pin's own files"
+            )
     tags: list[str] = []
     read: census.ReleaseReader | None = None
     if releases:

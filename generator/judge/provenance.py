@@ -54,7 +54,13 @@ _INTERNED: dict[str, int] = {}
 
 
 def _intern(depth: int, dump: str) -> int:
-    return _INTERNED.setdefault(f"{depth}|{dump}", len(_INTERNED))
+    """A statement's key: a 64-bit hash of its depth and dump, the same in every process (a census index is
+    cached by its keys); equal statements have equal keys, and distinct ones collide with odds of 2^-64."""
+    text = f"{depth}|{dump}"
+    key = _INTERNED.get(text)
+    if key is None:
+        key = _INTERNED[text] = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+    return key
 
 
 def _header(node: ast.AST) -> ast.AST:

@@ -297,7 +297,7 @@ def test_the_index_source_is_a_vllm_package_or_a_folder_holding_one(tmp_path: Pa
     upstream = _upstream_tree(tmp_path / "up", {"vllm/_version.py": "__version__ = version = '1.2.3'\n"})
     for given in (upstream, upstream / "vllm"):
         source = census.vllm_source(given)
-        assert (source.package, source.version, source.origin) == (upstream / "vllm", "1.2.3", str(given))
+        assert (source.where, source.version, source.origin) == (str(upstream / "vllm"), "1.2.3", str(given))
     with pytest.raises(UsageError, match="neither vLLM's package folder"):
         census.vllm_source(tmp_path)
 
@@ -361,7 +361,7 @@ def test_cli_reads_each_release_from_the_index_once(
     assert code == 0, err
     row = out.splitlines()[1].split()
     assert row[3:] == ["v1.0.0", "1", "0"], out
-    assert "fetching 1 file(s) from vllm-1.0.0-" in err
+    assert f"fetching {UPSTREAM_PATH} from vllm-1.0.0-" in err
     # Again: the releases' files come from the cache; only the listing of releases is read.
     monkeypatch.setattr(index, "RangeReader", _no_range_reads)
     code, again, err = _invoke(*args, "--format", "json")

@@ -33,7 +33,7 @@ upstream function changed too much by the index's release to pass the thresholds
 from __future__ import annotations
 
 from generator.judge.census.dating import Dated, ReleaseReader, date, date_all, release_reader
-from generator.judge.census.index import Source, UpstreamIndex, vllm_source
+from generator.judge.census.index import Source, UpstreamIndex, package_source, release_source, vllm_source
 from generator.judge.census.matching import Match, match, match_renamed
 from generator.judge.census.reading import MIN_MATCHED, MIN_SHARE, Function, Skipped, functions, read_functions
 from generator.judge.census.report import summary, text_lines, to_json, to_json_text
@@ -56,8 +56,10 @@ __all__ = [
     "functions",
     "match",
     "match_renamed",
+    "package_source",
     "read_functions",
     "release_reader",
+    "release_source",
     "run",
     "summary",
     "text_lines",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
+import json
 import re
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable
@@ -11,17 +13,22 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from generator.errors import UsageError
-from generator.judge.census.reading import MIN_MATCHED, Function, Skipped, functions, python_files
+from generator.errors import FileRefused, UsageError
+from generator.judge.census.reading import MIN_MATCHED, Function, Skipped, functions
+from generator.sources import cache, package
+from generator.sources.base import Progress, no_progress
+from generator.sources.package import Package
+from generator.tags import is_release_tag, version_of
 
 
 @dataclass(frozen=True)
 class Source:
-    """The vLLM tree the index is read from: its ``vllm`` package folder and the version, if known."""
+    """The vLLM tree the index is read from: its package's files, the version (if known) and where it is."""
 
-    package: Path
+    files: Package
     version: str | None
-    origin: str  # "installed" or the path given
+    origin: str  # "release", "installed" or the path given
+    where: str  # for messages and the report: a folder, or the release's wheel
 
 
 def vllm_source(path: Path | None = None) -> Source:
@@ -31,18 +38,27 @@ def vllm_source(path: Path | None = None) -> Source:
         locations = list(spec.submodule_search_locations or []) if spec is not None else []
         if not locations:
             raise UsageError("no vLLM is installed in this interpreter: pass --vllm-source PATH (a vLLM source tree)")
-        package = Path(locations[0])
+        folder = Path(locations[0])
         try:
             version: str | None = metadata.version("vllm")
         except metadata.PackageNotFoundError:
             version = None
-        return Source(package, version, "installed")
-    package = path / "vllm" if (path / "vllm" / "__init__.py").is_file() else path
-    if not (package / "__init__.py").is_file() or package.name != "vllm":
-        raise UsageError(
-            f"--vllm-source {path} is neither vLLM's package folder (vllm/ with __init__.py) nor a folder holding it"
-        )
-    return Source(package, _version_in(package), str(path))
+        return Source(package.folder(folder, "installed"), version, "installed", str(folder))
+    files = package.folder(path, str(path))
+    folder = path / "vllm" if (path / "vllm" / "__init__.py").is_file() else path
+    return Source(files, _version_in(folder), str(path), str(folder))
+
+
+def release_source(tag: str, progress: Progress = no_progress, *, refresh: bool = False) -> Source:
+    """Release ``tag``'s own files (its wheel on the package index, cached): what a tree pinned to it runs."""
+    files = package.release(tag, progress, refresh=refresh)
+    return Source(files, version_of(tag), "release", f"vLLM {tag}'s wheel ({files.origin})")
+
+
+def package_source(files: Package) -> Source:
+    """Any package already read (a git ref, a release)."""
+    version = version_of(files.label) if is_release_tag(files.label) else None
+    return Source(files, version, files.origin, f"vLLM {files.label} ({files.origin})")
 
 
 def _version_in(package: Path) -> str | None:
@@ -64,22 +80,29 @@ def _version_in(package: Path) -> str | None:
 _VERSION_LINE = re.compile(r"^__version__\s*=\s*(?:version\s*=\s*)?['\"](\d[^'\"]*)['\"]", re.M)
 
 
-def defined_names(package: Path) -> set[str]:
+def defined_names(files: Package) -> set[str]:
     """Every name a ``def`` in the package's files gives (a superset: a ``def`` in a string counts too)."""
     names: set[str] = set()
-    for file in python_files(package):
-        try:
-            names.update(m.decode("utf-8", errors="replace") for m in _DEF.findall(file.read_bytes()))
-        except OSError:
-            continue
+    for path in files.paths:
+        text = files.text(path)
+        if text is not None:
+            names.update(_DEF.findall(text))
     return names
 
 
-_DEF = re.compile(rb"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", re.M)
+_DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", re.M)
+
+
+# The cached index's format: bump it when statement keys or what the index holds change.
+INDEX_FORMAT = 1
 
 
 class UpstreamIndex:
-    """The functions of one vLLM source tree big enough to be compared, by name, as statement keys."""
+    """The functions of one vLLM source tree big enough to be compared, by name, as statement keys.
+
+    A release's index is cached beside its files (``census-index-vN.json``): every function of the
+    package, so any tree's names find theirs; building it parses every file of the release.
+    """
 
     def __init__(self, source: Source, names: Collection[str] | None = None) -> None:
         """Read ``source``; with ``names``, keep only functions so named (the ones a tree can match)."""
@@ -87,21 +110,34 @@ class UpstreamIndex:
         self.by_name: dict[str, list[Function]] = defaultdict(list)
         self.skipped: list[Skipped] = []
         self.files = 0
-        root = source.package.parent
-        for file in python_files(source.package):
-            rel = file.relative_to(root).as_posix()
+        release = source.files.origin in ("release", "cache") and is_release_tag(source.files.label)
+        loaded = _load(source.files.label) if release else None
+        functions_found = loaded if loaded is not None else self._read(None if release else names)
+        if release and loaded is None:
+            _store(source.files.label, self.files, functions_found)
+        if loaded is not None:
+            self.files = len(source.files.paths)
+        for func in functions_found:
+            if names is None or func.name in names:
+                self.by_name[func.name].append(func)
+        self._inverted: dict[str, Table] = {}
+        self._everything: Table | None = None
+
+    def _read(self, names: Collection[str] | None) -> list[Function]:
+        out = []
+        for rel in sorted(self.source.files.paths):
+            text = self.source.files.text(rel)
             try:
-                tree = ast.parse(file.read_bytes(), filename=rel)
-            except (OSError, SyntaxError, ValueError, RecursionError) as exc:
+                tree = ast.parse(text or "", filename=rel)
+            except (SyntaxError, ValueError, RecursionError) as exc:
                 self.skipped.append(Skipped(rel, type(exc).__name__))
                 continue
             self.files += 1
             for func in functions(tree, rel):
                 if func.size >= MIN_MATCHED and (names is None or func.name in names):
                     func.settle(True)
-                    self.by_name[func.name].append(func)
-        self._inverted: dict[str, Table] = {}
-        self._everything: Table | None = None
+                    out.append(func)
+        return out
 
     def candidates(self, name: str) -> list[Function]:
         return self.by_name.get(name, [])
@@ -117,6 +153,30 @@ class UpstreamIndex:
         if self._everything is None:
             self._everything = _table(f for group in self.by_name.values() for f in group)
         return self._everything
+
+
+def _entry(tag: str) -> Path:
+    return cache.cache_root() / "upstream" / tag / f"census-index-v{INDEX_FORMAT}.json"
+
+
+def _load(tag: str) -> list[Function] | None:
+    data = cache.load_at(_entry(tag))
+    if data is None:
+        return None
+    try:
+        rows = json.loads(data)["functions"]
+        return [
+            Function(path, qualname, name, line, size, None, tuple(keys))
+            for path, qualname, name, line, size, keys in rows
+        ]
+    except (ValueError, KeyError, TypeError):
+        return None  # an entry from another format: built again
+
+
+def _store(tag: str, files: int, found: Iterable[Function]) -> None:
+    rows = [[f.path, f.qualname, f.name, f.line, f.size, list(f.keys)] for f in found]
+    with contextlib.suppress(OSError, FileRefused):  # unwritable: the index is built again next time
+        cache.store_at(_entry(tag), json.dumps({"files": files, "functions": rows}, separators=(",", ":")).encode())
 
 
 # Statement key -> (function, times it has it), for the functions big enough to match.

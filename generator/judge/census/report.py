@@ -69,7 +69,7 @@ def summary(census: Census) -> str:
         f"{n} cop{'ies' if n != 1 else 'y'} of vLLM functions in {census.root} ({names}; {MIN_MATCHED}+ statements "
         f"and {MIN_SHARE:.0%}+ of the longer function's in common, in order): {census.files} files{skipped}, "
         f"{census.functions} functions, {census.compared} of {MIN_MATCHED}+ statements compared; "
-        f"index: {version} at {census.source.package} ({census.upstream_files} files); releases: {span}; "
+        f"index: {version} at {census.source.where} ({census.upstream_files} files); releases: {span}; "
         f"pin: {census.pin or 'none'}; {sum(census.seconds.values()):.1f} s ({took})"
     )
 
@@ -123,7 +123,7 @@ def to_json(census: Census) -> dict[str, Any]:
     return {
         "root": str(census.root),
         "pin": census.pin,
-        "index": {"package": str(census.source.package), "version": census.source.version},
+        "index": {"package": census.source.where, "origin": census.source.origin, "version": census.source.version},
         "thresholds": {"min_matched": MIN_MATCHED, "min_share": MIN_SHARE},
         "renamed": census.renamed,
         "releases": list(census.releases),

@@ -64,13 +64,13 @@ def run(
     """
     clock = time.monotonic()
     skipped: list[Skipped] = []
-    upstream_names = None if renamed else defined_names(source.package)
+    upstream_names = None if renamed else defined_names(source.files)
     tree_functions, files = read_functions(
         root, skipped, (lambda _: True) if upstream_names is None else upstream_names.__contains__
     )
     names = {f.name for f in tree_functions if f.size >= MIN_MATCHED}
     seconds = {"tree": time.monotonic() - clock}
-    progress(f"read {len(tree_functions)} functions in {root}; indexing vLLM's in {source.package}")
+    progress(f"read {len(tree_functions)} functions in {root}; indexing vLLM's in {source.where}")
     clock = time.monotonic()
     index = UpstreamIndex(source, None if renamed else names)
     seconds["index"] = time.monotonic() - clock
