@@ -49,7 +49,7 @@ from vllm_ascend.core.group_max import group_max
 
 SIZES = (2, 4, 8, 16, 32, 64)
 DELAYS_MS = (0.0, 0.2, 1.0, 10.0)  # 10 ms: rounds from the 1 -> 10 ms slope, far above the CPU noise
-COLLECTIVES = ("all_gather", "all_reduce", "group_max")
+COLLECTIVES = ("all_gather", "all_reduce", "group_max", "group_max_tcp")
 WARMUP = 5
 ITERS = 25
 TUN = "ctun"
@@ -84,7 +84,7 @@ def _value(rank: int, world: int) -> int:
     return 1000 + (rank * 37) % world
 
 
-def _collectives(rank: int, world: int) -> dict[str, Callable[[], int]]:
+def _collectives(rank: int, world: int, address: str) -> dict[str, Callable[[], int]]:
     group = dist.group.WORLD
     assert group is not None
     value = _value(rank, world)
@@ -100,10 +100,13 @@ def _collectives(rank: int, world: int) -> dict[str, Callable[[], int]]:
         dist.all_reduce(count, op=dist.ReduceOp.MAX, group=group)
         return int(count.item())
 
-    def new_gather() -> int:  # balance_gather() now
+    def gloo_gather() -> int:  # balance_gather() before the exchange had connections of its own
         return group_max(value, group)
 
-    return {"all_gather": all_gather, "all_reduce": all_reduce, "group_max": new_gather}
+    def tcp_gather() -> int:  # balance_gather() now: the same exchange over its own TCP connections
+        return group_max(value, group, host=address)
+
+    return {"all_gather": all_gather, "all_reduce": all_reduce, "group_max": gloo_gather, "group_max_tcp": tcp_gather}
 
 
 def _echo_server(address: str) -> None:
@@ -147,7 +150,7 @@ def rank_main(rank: int, plan: Plan) -> None:
     timeout = datetime.timedelta(seconds=GROUP_TIMEOUT_S)
     store = dist.TCPStore(netns.rank_address(0), STORE_PORT, plan.world, rank == 0, timeout=timeout)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=plan.world, timeout=timeout)
-    ops = _collectives(rank, plan.world)
+    ops = _collectives(rank, plan.world, address)
     names = list(ops)
     expected = _value(0, plan.world) + max((r * 37) % plan.world for r in range(plan.world))
     samples: dict[str, dict[str, dict[str, list[int]]]] = {}

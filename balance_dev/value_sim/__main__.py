@@ -28,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--routing", choices=ROUTINGS, default="score")
     p.add_argument("--staleness-ms", type=float, default=100.0, help="coordinator publication interval")
     p.add_argument("--balance", choices=BALANCE_MODES, default="off")
-    p.add_argument("--gather", choices=GATHERS, default="group_max", help="balance's per-step gather (its cost)")
+    p.add_argument("--gather", choices=GATHERS, default="group_max_tcp", help="balance's per-step gather (its cost)")
     p.add_argument("--link-us", type=float, default=DEFAULT_LINK_US, help="one-way latency between DP ranks, us")
     p.add_argument("--seconds", type=float, default=60.0, help="simulated horizon")
     p.add_argument("--seed", type=int, default=1)

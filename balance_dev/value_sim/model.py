@@ -321,7 +321,7 @@ class SimConfig:
     routing: str = "score"
     staleness_ms: float = 100.0  # vLLM's default min_stats_update_interval_ms
     balance: str = "off"
-    gather: str = "group_max"  # how the balance modes find the leader's count (collective.GATHERS)
+    gather: str = "group_max_tcp"  # how the balance modes find the leader's count (collective.GATHERS)
     link_us: float = DEFAULT_LINK_US  # one-way network latency between DP ranks, paid per round of the gather
     seconds: float = 60.0
     seed: int = 1

@@ -37,7 +37,7 @@ OLD_LABEL = f"on, {OLD_GATHER}"
 LINK_DPS = (8, 32, 128)
 LINK_LOAD = 1.2
 LINK_US = (0.0, 50.0, 200.0, 1000.0)
-LINK_GATHERS = ("group_max", OLD_GATHER)
+LINK_GATHERS = ("group_max_tcp", OLD_GATHER)
 SIDE_DP = 8
 SIDE_LOADS = (0.8, 1.0, 1.2)
 ROUTING_LOADS = (1.0, 1.2)  # below the cap routing cannot matter to balance: on == off there

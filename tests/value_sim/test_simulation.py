@@ -140,7 +140,7 @@ def _fake(dp: int, load: float, balance: str, throughput: float, **extra: Any) -
     r: dict[str, Any] = {k: 0.5 for k in REQUIRED}
     r.update(
         dp=dp, load=load, balance=balance, arrivals="poisson", routing="score", staleness_ms=100.0,
-        seed=1, cost=asdict(CostModel()), gather="group_max", link_us=50.0, gather_ms_per_step=0.3,
+        seed=1, cost=asdict(CostModel()), gather="group_max_tcp", link_us=50.0, gather_ms_per_step=0.3,
         e2e_p99_s=2.0, cap_hit_fraction=0.3, queues_stable=load < 1.1, wall_s=1.0, throughput_tok_s=throughput,
     )  # fmt: skip
     return {**r, **extra}
@@ -161,10 +161,10 @@ def test_the_report_renders_tables_and_plots(tmp_path: Path) -> None:
                 if link == 50.0 and dp in sweep.DPS:  # the headline holds both gathers at 50 us
                     continue
                 if link == 50.0:
-                    gain = 10.0 if gather == "group_max" else 5.0
+                    gain = 10.0 if gather == "group_max_tcp" else 5.0
                 else:
-                    # gain +10% at 0 us, falling 1% per 100 us (group_max) or per 20 us (all_gather)
-                    gain = 10 - link / (100 if gather == "group_max" else 20)
+                    # gain +10% at 0 us, falling 1% per 100 us (group_max_tcp) or per 20 us (all_gather)
+                    gain = 10 - link / (100 if gather == "group_max_tcp" else 20)
                 fake = _fake(dp, 1.2, "on", 120.0 * (1 + gain / 100), gather=gather, link_us=link)
                 results.append(fake)
     base = sweep._cfg_dict(SimConfig())
@@ -173,10 +173,10 @@ def test_the_report_renders_tables_and_plots(tmp_path: Path) -> None:
     text = sweep.render({**data, "wall_s": 12.0, "jobs": 2}, tmp_path)
     assert "| 32 | 1 | on | 110 | +10.0% |" in text
     assert "| 32 | 1 | on, all_gather | 105 | +5.0% |" in text
-    assert "| 8 | group_max | 1000 | 0.30 | 120 | +0.0% |" in text
+    assert "| 8 | group_max_tcp | 1000 | 0.30 | 120 | +0.0% |" in text
     # all_gather: +10% at 0 us, +5% at 50 (the headline's), 0% at 200: the gain ends at 200 us
     assert "| 32 | all_gather | +10.0% | +5.0% | +0.0% | -40.0% | up to about 200 us |" in text
-    assert "| 32 | group_max | +10.0% | +10.0% | +8.0% | +0.0% | up to about 1000 us |" in text
+    assert "| 32 | group_max_tcp | +10.0% | +10.0% | +8.0% | +0.0% | up to about 1000 us |" in text
     assert "| 128 | all_gather | +10.0% | +5.0% | +0.0% | -40.0% | up to about 200 us |" in text
     assert "**no**" in text  # unstable queues are flagged
     assert (tmp_path / "value_sim.md").read_text() == text
