@@ -29,6 +29,8 @@ COMMANDS = {
     "seam": "generator.cli.seam:seam_cmd",
     "migrate": "generator.cli.judge:migrate",
     "census": "generator.cli.judge:census_cmd",
+    "couplings": "generator.cli.couplings:couplings",
+    "impact": "generator.cli.couplings:impact",
 }
 
 

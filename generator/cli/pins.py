@@ -12,11 +12,12 @@ import click
 
 from generator.atomic import is_same_file, require_regular_or_absent, write_all_or_nothing
 from generator.build import pipeline, seam
-from generator.cli import context, in_tree
+from generator.cli import context, couplings, in_tree
 from generator.cli.context import DEFAULT_OUTPUT, SourceOptions, source_options
 from generator.cli.exits import exit_code_for
 from generator.cli.root import root_option
 from generator.errors import FileRefused, UsageError
+from generator.judge.couplings import report
 from generator.pins import matrix as matrix_rows
 from generator.pins import pin_bump, plan
 from generator.pins.pin import PIN_FILE, read_pin
@@ -27,6 +28,8 @@ from generator.sources.resolve import SourceKind, check_refs
 from generator.tags import is_release_tag, validate_ref, validate_tag
 
 F = TypeVar("F", bound=Callable[..., Any])
+# The pull request body's share for the impact section (the body's limit is GitHub's; upstream's diff gets the rest).
+IMPACT_BODY_LIMIT = 20_000
 
 
 def _plan_option(func: F) -> F:
@@ -60,6 +63,13 @@ def _write_plan(plan_file: Path, made: plan.Plan) -> None:
 @_plan_option
 @source_options
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help=f"Default: {DEFAULT_OUTPUT}.")
+@click.option(
+    "--impact/--no-impact",
+    "with_impact",
+    default=True,
+    show_default=True,
+    help="Also say what the move does to the tree's couplings to vLLM (docs/impact.md).",
+)
 @root_option
 @click.pass_context
 def bump(
@@ -70,6 +80,7 @@ def bump(
     source: str,
     vllm_repo: str | None,
     output: Path | None,
+    with_impact: bool,
 ) -> None:
     """Move the pin to NEW_TAG (or --latest): show upstream's schedule() diff, write pin and module together."""
     if new_tag is None and not latest:
@@ -97,7 +108,7 @@ def bump(
     sources = context.sources(source, vllm_repo, module=path)
     old, new = sources.fetch(old_tag), sources.fetch(new_tag)
     if plan_file is not None:
-        _write_plan(plan_file, _bump_plan(sources, old, new))
+        _write_plan(plan_file, _bump_plan(sources, old, new, with_impact))
         return
     method_diff = pin_bump.method_diff(old, new)
     if not method_diff:
@@ -106,7 +117,8 @@ def bump(
         click.echo(f"upstream Scheduler.schedule() changed from {old_tag} to {new_tag}:")
         context.echo_diff(method_diff)
     if tree_layout:
-        return in_tree.regen(new, pin=(pin_path, new_tag))
+        in_tree.regen(new, pin=(pin_path, new_tag))
+        return _echo_impact(old_tag, new_tag, sources, with_impact)
     if (reason := seam.no_copy_reason(new)) is not None:
         # The module goes first, the pin last (as below): a kill between leaves a missing module
         # under the old pin, which `check` reports.
@@ -114,19 +126,32 @@ def bump(
             path.unlink()
         write_all_or_nothing({pin_path: f"{new_tag}\n".encode()})
         click.echo(f"pinned {new_tag}; {reason}, so {output or DEFAULT_OUTPUT} is removed; review, then commit")
-        return
+        return _echo_impact(old_tag, new_tag, sources, with_impact)
     text = pipeline.build_verified(new).text
     # Module first, pin last: a kill between the two renames leaves the new module under the old pin,
     # a state `check` recognises and names the fix for (finish with `bump NEW_TAG`).
     write_all_or_nothing({path: text.encode(), pin_path: f"{new_tag}\n".encode()})
     click.echo(f"pinned {new_tag} and wrote {output or DEFAULT_OUTPUT}; review, then commit both")
+    _echo_impact(old_tag, new_tag, sources, with_impact)
 
 
-def _bump_plan(sources: SourceOptions, old: UpstreamFile, new: UpstreamFile) -> plan.Plan:
+def _echo_impact(old: str, new: str, sources: SourceOptions, with_impact: bool) -> None:
+    """After the bump is written: what it does to the tree's couplings (read only; nothing more is written)."""
+    if not with_impact:
+        return
+    click.echo(f"what vLLM {old} -> {new} does to the tree's couplings:")
+    for line in report.bump_lines(couplings.compute(context.layout(), old, new, sources)):
+        click.echo(line)
+
+
+def _bump_plan(sources: SourceOptions, old: UpstreamFile, new: UpstreamFile, with_impact: bool) -> plan.Plan:
     """The plan for a bump from ``old`` to ``new``: computed like the bump itself, written nowhere but the plan."""
     if new.tag == old.tag:
         return plan.up_to_date(old.tag)
     rows = [matrix_rows.row(tag, partial(sources.fetch, tag)) for tag in pin_bump.releases_between(old.tag, new.tag)]
+    found = couplings.compute(context.layout(), old.tag, new.tag, sources) if with_impact else None
+    summary = report.summary_json(found) if found else None
+    section = report.markdown(found, limit=IMPACT_BODY_LIMIT) if found else ""
     method_diff = ""  # stays empty when upstream's schedule() cannot even be found to diff
     try:
         # Inside: a release without Scheduler.schedule() is an issue to open, like a delta that fails.
@@ -134,8 +159,19 @@ def _bump_plan(sources: SourceOptions, old: UpstreamFile, new: UpstreamFile) -> 
         reason = seam.no_copy_reason(new)
         outcomes = () if reason is not None else pipeline.build_verified(new).outcomes
     except matrix_rows.PLANNED_ERRORS as error:
-        return plan.blocked(old.tag, new.tag, method_diff=method_diff, error=error, rows=rows)
-    return plan.bumped(old.tag, new.tag, method_diff=method_diff, outcomes=outcomes, no_copy_reason=reason, rows=rows)
+        return plan.blocked(
+            old.tag, new.tag, method_diff=method_diff, error=error, rows=rows, impact=summary, impact_markdown=section
+        )
+    return plan.bumped(
+        old.tag,
+        new.tag,
+        method_diff=method_diff,
+        outcomes=outcomes,
+        no_copy_reason=reason,
+        rows=rows,
+        impact=summary,
+        impact_markdown=section,
+    )
 
 
 @click.command()

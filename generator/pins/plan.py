@@ -114,7 +114,11 @@ def bumped(
     outcomes: Sequence[Outcome],
     no_copy_reason: str | None,
     rows: Sequence[Row],
+    impact: dict[str, Any] | None = None,
+    impact_markdown: str = "",
 ) -> Plan:
+    """``bump`` to ``tag`` applies: a pull request. ``impact``: what the move does to the tree's couplings
+    (``judge.couplings.report.summary_json``), its ``impact_markdown`` a section of the body."""
     if no_copy_reason is not None:
         done = f"`{MODULE}` is removed: {no_copy_reason}."
     else:
@@ -128,12 +132,14 @@ def bumped(
         _checklist(tag),
         _section(f"What each delta does at {tag}", _deltas_text(outcomes, tag, no_copy_reason)),
         _matrix_section(pinned, rows),
+        *([impact_markdown.rstrip("\n")] if impact_markdown else []),
     ]
     body = _with_diff(sections, pinned, tag, method_diff)
     return _plan(
         "bump",
         pinned=pinned,
         tag=tag,
+        impact=impact,
         outcome="bumped",
         action="pull-request",
         summary=f"bump {pinned} -> {tag}",
@@ -149,7 +155,16 @@ def bumped(
     )
 
 
-def blocked(pinned: str, tag: str, *, method_diff: str, error: PatchgenError, rows: Sequence[Row]) -> Plan:
+def blocked(
+    pinned: str,
+    tag: str,
+    *,
+    method_diff: str,
+    error: PatchgenError,
+    rows: Sequence[Row],
+    impact: dict[str, Any] | None = None,
+    impact_markdown: str = "",
+) -> Plan:
     """``bump`` to ``tag`` exits 4: an issue for a maintainer, the pin stays."""
     failure = _failure_json(error)
     sections = [
@@ -165,12 +180,14 @@ def blocked(pinned: str, tag: str, *, method_diff: str, error: PatchgenError, ro
             f"skip: see `docs/pin-bump.md`. Then `balance-patchgen bump {tag}` and `make test`, or keep the pin.",
         ),
         _matrix_section(pinned, rows),
+        *([impact_markdown.rstrip("\n")] if impact_markdown else []),
     ]
     body = _with_diff(sections, pinned, tag, method_diff)
     return _plan(
         "bump",
         pinned=pinned,
         tag=tag,
+        impact=impact,
         outcome="delta-does-not-apply",
         action="issue",
         summary=f"bump {pinned} -> {tag} blocked: {error}",
@@ -236,6 +253,7 @@ def _plan(command: str, *, pinned: str | None, tag: str | None, outcome: str, ac
         "matrix": [],
         "pull_request": None,
         "issue": None,
+        "impact": None,
     }
     plan.update(rest)
     return plan

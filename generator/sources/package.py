@@ -39,6 +39,7 @@ class Package:
     paths: frozenset[str]
     _read: Callable[[str], bytes | None] = field(repr=False)
     _texts: dict[str, str | None] = field(default_factory=dict, repr=False)
+    _lines: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
     def text(self, path: str) -> str | None:
         """The file's text (None: the package has no such file); read once."""
@@ -46,6 +47,12 @@ class Package:
             data = self._read(path) if path in self.paths else None
             self._texts[path] = None if data is None else data.decode("utf-8", errors="replace")
         return self._texts[path]
+
+    def lines(self, path: str) -> list[str]:
+        """The file's lines, ends kept ([] when the package has no such file); split once."""
+        if path not in self._lines:
+            self._lines[path] = (self.text(path) or "").splitlines(keepends=True)
+        return self._lines[path]
 
     def module_path(self, module: str) -> str | None:
         """``vllm.a.b`` -> ``vllm/a/b.py`` or ``vllm/a/b/__init__.py``, whichever the package has."""

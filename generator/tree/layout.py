@@ -24,6 +24,7 @@ from typing import Any
 from generator.build.copy_forms import gate_form_names
 from generator.build.edit_data import KINDS, Edit, check_statements
 from generator.errors import UsageError
+from generator.judge.couplings.registry import RegistryFormat
 from generator.pins.pin import PIN_FILE
 from generator.pins.refs import MAIN_VERIFIED_FILE
 from generator.sources.base import UPSTREAM_PATH
@@ -39,6 +40,7 @@ SPEC_FILE = Path("balance-patchgen.toml")
 VLLM_ASCEND_PATCH = Path("vllm_ascend/patch/platform/patch_balance_schedule.py")
 VLLM_ASCEND_CLASS = "BalanceScheduler"
 PROJECT_MODULE = Path("generated/balance_scheduler.py")
+PROJECT_RUNTIME = (Path("vllm_ascend"), Path("generated"))
 BALANCE = "balance"  # the Python edits named by a spec's `python = "balance"`
 
 
@@ -79,6 +81,11 @@ class Layout:
     copies: tuple[CopySpec, ...] = field(default=())
     pin: Path = PIN_FILE
     main_verified: Path = MAIN_VERIFIED_FILE
+    # What couplings and impact read besides the code (docs/impact.md): the tree's patch registry, symbols
+    # it declares by name, and the folders to read (none: the whole tree).
+    registry: RegistryFormat | None = None
+    declared: tuple[str, ...] = ()
+    couplings_paths: tuple[Path, ...] = ()
 
     @property
     def is_tree(self) -> bool:
@@ -102,7 +109,8 @@ def detect(root: Path) -> Layout:
     # This project has a patch file of that name too (its reference runtime, whose schedule() wraps the
     # generated module's): a root holding the generated module is this project's layout.
     if (root / PROJECT_MODULE).is_file():
-        return Layout(root, "project", "this project's layout")
+        # Its couplings to vLLM are the reference runtime's (the tests and tools couple by design).
+        return Layout(root, "project", "this project's layout", couplings_paths=PROJECT_RUNTIME)
     if patch.is_file():  # without the class or its schedule(), the copy's locator says which is missing
         return load_text(_known(BUILT_IN), root, "vllm-ascend", f"vllm-ascend's layout (built in: {BUILT_IN})")
     return Layout(root, "project", "this project's layout")
@@ -141,9 +149,11 @@ def load_text(text: str, root: Path, kind: str, where: str) -> Layout:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{where} is not valid TOML ({exc}): fix it (docs/copies.md)") from None
-    _only(data, {"pin", "main_verified", "copy"}, where)
-    raw = data.get("copy")
-    if not isinstance(raw, list) or not raw:
+    _only(data, {"pin", "main_verified", "copy", "registry", "couplings"}, where)
+    raw = data.get("copy", [])
+    registry = _registry(data.get("registry"), f"{where} [registry]")
+    declared, paths = _couplings(data.get("couplings"), f"{where} [couplings]")
+    if not isinstance(raw, list) or not (raw or registry or declared or paths):
         raise UsageError(f"{where} declares no [[copy]]: add one per copied function (docs/copies.md)")
     copies = tuple(_copy(entry, f"{where} [[copy]] #{n}") for n, entry in enumerate(raw, 1))
     names = [c.name for c in copies]
@@ -156,7 +166,39 @@ def load_text(text: str, root: Path, kind: str, where: str) -> Layout:
         copies,
         pin=_relative(data.get("pin", str(PIN_FILE)), f"{where} pin"),
         main_verified=_relative(data.get("main_verified", str(MAIN_VERIFIED_FILE)), f"{where} main_verified"),
+        registry=registry,
+        declared=declared,
+        couplings_paths=paths,
     )
+
+
+def _registry(raw: object, where: str) -> RegistryFormat | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where} must be a table: see docs/impact.md")
+    _only(raw, {"file", "symbol", "entry", "item", "field"}, where)
+    optional = {}
+    for key in ("entry", "item", "field"):
+        if key in raw:
+            optional[key] = _str(raw, key, where)
+    found = RegistryFormat(_relative(raw.get("file"), f"{where} file"), _str(raw, "symbol", where), **optional)
+    found.check(where)
+    return found
+
+
+def _couplings(raw: object, where: str) -> tuple[tuple[str, ...], tuple[Path, ...]]:
+    if raw is None:
+        return (), ()
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where} must be a table: see docs/impact.md")
+    _only(raw, {"declared", "paths"}, where)
+    declared, paths = raw.get("declared", []), raw.get("paths", [])
+    if not (isinstance(declared, list) and all(isinstance(d, str) and d.startswith("vllm.") for d in declared)):
+        raise UsageError(f'{where}: declared must be a list of vLLM names ("vllm.module.Name")')
+    if not isinstance(paths, list):
+        raise UsageError(f"{where}: paths must be a list of folders of the tree")
+    return tuple(declared), tuple(_relative(p, f"{where} paths") for p in paths)
 
 
 def _only(table: dict[str, Any], keys: set[str], where: str) -> None:

@@ -1,0 +1,259 @@
+"""What became of one vLLM name between two releases: unchanged, changed (and what), moved, removed, added.
+
+Definitions are compared as stdlib ``ast`` sees them, so formatting and comments never make a change.
+Docstrings do not either: a docstring changes nothing a patch, an override, a copy or an import relies
+on, and vLLM rewrites them often enough that counting them would bury the changes that do matter.
+What does: a function's signature (arguments, defaults, annotations, decorators, ``async``) or its
+body; a class's bases, decorators or members (each named); a value's expression; a module's top-level
+names. A name whose defining module (or class) differs between the two releases is *moved*, the new
+place named, whether or not the old path still resolves through a re-export: a patch of the old path
+no longer reaches what callers of the new one use. A name gone from B is looked for under another
+module of B by its own name (and kind); found, it moved; else it is removed.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from generator.judge.couplings.upstream import Definition, NotFound, Resolution, Resolver
+
+UNCHANGED, CHANGED, MOVED, REMOVED, ADDED, UNRESOLVED = (
+    "unchanged",
+    "changed",
+    "moved",
+    "removed",
+    "added",
+    "unresolved",
+)
+REDUNDANT = "redundant"  # a copy equal to B's function (the copy can go)
+STATUSES = (REMOVED, MOVED, CHANGED, ADDED, REDUNDANT, UNRESOLVED, UNCHANGED)  # the order reports use
+
+# A candidate for where a removed name went must be at least this much like it (statements in common).
+MOVED_LIKENESS = 0.3
+_TOP_LEVEL = re.compile(r"^(?:async[ \t]+def|def|class)[ \t]+(\w+)|^(\w+)[ \t]*(?::[^=\n]*)?=(?!=)", re.M)
+
+
+@dataclass(frozen=True)
+class Change:
+    status: str
+    parts: tuple[str, ...] = ()  # what changed: signature, body, value, bases, members, kind
+    detail: str = ""  # the members that changed, where it moved, why it is unresolved
+    moved_to: str | None = None
+    old: Definition | None = None
+    new: Definition | None = None
+    diff: str = ""  # upstream's own diff of the definition, A to B ("" for modules and unchanged ones)
+
+
+def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
+    first = body[0] if body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        return body[1:]
+    return body
+
+
+def _dump(nodes: Iterable[ast.AST | None]) -> str:
+    return "|".join(ast.dump(n) if n is not None else "-" for n in nodes)
+
+
+def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    return f"{type(node).__name__}|{_dump([node.args, node.returns, *node.decorator_list])}"
+
+
+def _members(body: list[ast.stmt]) -> dict[str, list[ast.stmt]]:
+    """A class body's (or a module's) names, each with the statements binding it."""
+    out: dict[str, list[ast.stmt]] = {}
+    for stmt in _without_docstring(body):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [stmt.name]
+        elif isinstance(stmt, ast.Assign):
+            names = [t.id for t in stmt.targets if isinstance(t, ast.Name)] or ["(other statements)"]
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            names = [stmt.target.id]
+        else:
+            names = ["(other statements)"]
+        for name in names:
+            out.setdefault(name, []).append(stmt)
+    return out
+
+
+def _source(nodes: list[ast.stmt], lines: list[str]) -> str:
+    return "".join("".join(lines[_first(n) - 1 : getattr(n, "end_lineno", n.lineno)]) for n in nodes)
+
+
+def _first(node: ast.stmt) -> int:
+    return min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+
+
+def _same(a: list[ast.stmt], b: list[ast.stmt], lines_a: list[str], lines_b: list[str]) -> bool:
+    """Equal as ``ast`` sees them; the same text first (it nearly always is, and costs no dump)."""
+    return _source(a, lines_a) == _source(b, lines_b) or _dump(a) == _dump(b)
+
+
+def _named(names: Iterable[str], limit: int = 8) -> str:
+    listed = sorted(names)
+    shown = ", ".join(listed[:limit])
+    return shown + (f" (+{len(listed) - limit} more)" if len(listed) > limit else "")
+
+
+def _members_change(
+    old: dict[str, list[ast.stmt]], new: dict[str, list[ast.stmt]], lines_a: list[str], lines_b: list[str]
+) -> str:
+    changed = [n for n in old.keys() & new.keys() if not _same(old[n], new[n], lines_a, lines_b)]
+    added, gone = new.keys() - old.keys(), old.keys() - new.keys()
+    said = []
+    if changed:
+        said.append(f"{len(changed)} changed ({_named(changed)})")
+    if added:
+        said.append(f"{len(added)} added ({_named(added)})")
+    if gone:
+        said.append(f"{len(gone)} removed ({_named(gone)})")
+    return "members: " + "; ".join(said) if said else ""
+
+
+def parts_of(
+    old: Definition, new: Definition, old_resolver: Resolver, new_resolver: Resolver
+) -> tuple[tuple[str, ...], str]:
+    """What differs between two definitions of a name, and the members that did (for classes, modules)."""
+    a, b = old.node, new.node
+    if old.kind != new.kind:
+        return ("kind",), f"was a {old.kind}, is a {new.kind}"
+    lines_a, lines_b = old_resolver.package.lines(old.path), new_resolver.package.lines(new.path)
+    if old.kind == "module":
+        ma, mb = old_resolver.module(old.module), new_resolver.module(new.module)
+        if ma is None or mb is None:
+            return (), ""
+        detail = _members_change(_members(ma.tree.body), _members(mb.tree.body), lines_a, lines_b)
+        return (("members",), detail) if detail else ((), "")
+    if isinstance(a, ast.stmt) and isinstance(b, ast.stmt) and _source([a], lines_a) == _source([b], lines_b):
+        return (), ""
+    if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)) and isinstance(
+        b, (ast.FunctionDef, ast.AsyncFunctionDef)
+    ):
+        parts = []
+        if _signature(a) != _signature(b):
+            parts.append("signature")
+        if _dump(_without_docstring(a.body)) != _dump(_without_docstring(b.body)):
+            parts.append("body")
+        return tuple(parts), ""
+    if isinstance(a, ast.ClassDef) and isinstance(b, ast.ClassDef):
+        parts = []
+        if _dump([*a.bases, *a.keywords, *a.decorator_list]) != _dump([*b.bases, *b.keywords, *b.decorator_list]):
+            parts.append("bases")
+        detail = _members_change(_members(a.body), _members(b.body), lines_a, lines_b)
+        if detail:
+            parts.append("members")
+        return tuple(parts), detail
+    value_a = a.value if isinstance(a, (ast.Assign, ast.AnnAssign)) else a
+    value_b = b.value if isinstance(b, (ast.Assign, ast.AnnAssign)) else b
+    annotation_a = a.annotation if isinstance(a, ast.AnnAssign) else None
+    annotation_b = b.annotation if isinstance(b, ast.AnnAssign) else None
+    return (("value",), "") if _dump([value_a, annotation_a]) != _dump([value_b, annotation_b]) else ((), "")
+
+
+def text_of(resolver: Resolver, definition: Definition) -> str:
+    """The definition's own lines in its file (decorators included)."""
+    span = lines_of(definition)
+    if span is None:
+        return ""
+    return "".join(resolver.package.lines(definition.path)[span[0] - 1 : span[1]])
+
+
+def lines_of(definition: Definition) -> tuple[int, int] | None:
+    node = definition.node
+    if node is None or not hasattr(node, "lineno"):
+        return None
+    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+    return first, getattr(node, "end_lineno", node.lineno)
+
+
+def _diff(old: Definition, new: Definition, a: Resolver, b: Resolver) -> str:
+    if old.kind == "module" or new.kind == "module":
+        return ""
+    return "".join(
+        difflib.unified_diff(
+            text_of(a, old).splitlines(keepends=True),
+            text_of(b, new).splitlines(keepends=True),
+            f"{old.path}@{a.label}",
+            f"{new.path}@{b.label}",
+            n=2,
+        )
+    )
+
+
+class Mover:
+    """Where in release B a name gone from its old place went: B's top-level names, by module, read once."""
+
+    def __init__(self, resolver: Resolver) -> None:
+        self.resolver = resolver
+        self._where: dict[str, list[str]] | None = None
+
+    def _index(self) -> dict[str, list[str]]:
+        if self._where is None:
+            where: dict[str, list[str]] = {}
+            package = self.resolver.package
+            for path in sorted(package.paths):
+                module = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+                for found in _TOP_LEVEL.finditer(package.text(path) or ""):
+                    where.setdefault(found[1] or found[2], []).append(module)
+            self._where = where
+        return self._where
+
+    def find(self, old: Definition, old_resolver: Resolver) -> Definition | None:
+        """B's definition most like ``old`` under another module, by the same name and kind."""
+        head = old.qualname.partition(".")[0]
+        best: tuple[float, Definition] | None = None
+        for module in dict.fromkeys(self._index().get(head, [])):
+            found = self.resolver.resolve(f"{module}.{old.qualname}")
+            if not isinstance(found, Definition) or found.kind != old.kind or found.name == old.name:
+                continue
+            if found.module != module:  # a re-export of it: the defining module is listed too
+                continue
+            likeness = _likeness(old, found)
+            if likeness >= MOVED_LIKENESS and (best is None or likeness > best[0]):
+                best = (likeness, found)
+        return best[1] if best else None
+
+
+def _likeness(a: Definition, b: Definition) -> float:
+    def statements(d: Definition) -> list[str]:
+        node = d.node
+        body = getattr(node, "body", None)
+        if isinstance(body, list):
+            return [ast.dump(s) for s in _without_docstring(body)]
+        return [ast.dump(node)] if node is not None else []
+
+    return difflib.SequenceMatcher(None, statements(a), statements(b), autojunk=False).ratio()
+
+
+def judge(name: str, old: Resolution, new: Resolution, a: Resolver, b: Resolver, mover: Mover) -> Change:
+    """The status of ``name`` from release A (``old``) to B (``new``)."""
+    if isinstance(old, NotFound) and old.unresolved:
+        return Change(UNRESOLVED, detail=f"at {a.label}: {old.why}")
+    if isinstance(new, NotFound) and new.unresolved:
+        return Change(UNRESOLVED, detail=f"at {b.label}: {new.why}", old=old if isinstance(old, Definition) else None)
+    if isinstance(old, NotFound) and isinstance(new, NotFound):
+        return Change(UNRESOLVED, detail=f"{name} resolves to nothing at {a.label} nor at {b.label}: {old.why}")
+    if isinstance(old, NotFound):
+        assert isinstance(new, Definition)
+        return Change(ADDED, detail=f"new at {b.label} ({new.kind} {new.name})", new=new)
+    assert isinstance(old, Definition)
+    if isinstance(new, NotFound):
+        # The path the tree uses is gone; is the definition it reached still where it was defined?
+        kept = b.resolve(old.name) if old.name != name else new
+        moved = kept if isinstance(kept, Definition) else mover.find(old, a)
+        if moved is None:
+            return Change(REMOVED, detail=new.why, old=old)
+        parts, detail = parts_of(old, moved, a, b)
+        diff = _diff(old, moved, a, b) if parts else ""
+        where = f"{name} is gone at {b.label} ({new.why}); it is {moved.name} there"
+        return Change(MOVED, parts, f"{where}; {detail}" if detail else where, moved.name, old, moved, diff)
+    parts, detail = parts_of(old, new, a, b)
+    diff = _diff(old, new, a, b) if parts else ""
+    if new.name != old.name:
+        where = f"now defined as {new.name}"
+        return Change(MOVED, parts, f"{where}; {detail}" if detail else where, new.name, old, new, diff)
+    return Change(CHANGED if parts else UNCHANGED, parts, detail, None, old, new, diff)

@@ -1,0 +1,355 @@
+"""Every coupling of a tree to vLLM, each judged between two releases: what ``couplings`` and ``impact`` compute.
+
+One pass over the tree parses each file once: ``sites`` reads its imports, patches and classes, and
+``census`` reads its functions. Then, with release A's package (the pin, or ``--from``): copies are
+the tree's functions that census matches against A's; overrides are the methods of the tree's
+classes that a vLLM ancestor defines (at A or at B: a method B's base starts defining is overridden
+from then on, silently); every name is resolved at A and at B (``upstream``) and judged
+(``changes``). Names reached through the tree's own modules are followed there first. A name outside
+vLLM is no coupling; a site that touches vLLM but cannot be named stays, as *unresolved*, with why.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from generator.judge import provenance
+from generator.judge.census import index as census_index
+from generator.judge.census import matching, reading
+from generator.judge.census.reading import Function, Skipped
+from generator.judge.couplings import changes, sites
+from generator.judge.couplings.bindings import Exports, Ref, follow
+from generator.judge.couplings.changes import Change, Mover
+from generator.judge.couplings.registry import Declared
+from generator.judge.couplings.upstream import Resolver
+from generator.sources.base import Progress, no_progress
+from generator.sources.package import Package
+
+KINDS = ("copy", "patch", "override", "import", "declared")
+_TEST_PATCHES = ("mock.patch", "mock.patch.object", "monkeypatch.setattr")
+
+
+@dataclass(frozen=True)
+class Coupling:
+    """One place of the tree that depends on one vLLM definition, and what became of that definition."""
+
+    kind: str  # copy | patch | override | import | declared
+    path: str
+    line: int
+    upstream: str  # the vLLM name as the tree reaches it (through its imports and aliases)
+    detail: str = ""
+    why: str = ""  # a site that touches vLLM but cannot be named statically (status unresolved)
+    status: str = ""
+    name: str = ""  # where the name is defined (at A, else at B): the key into ``Impact.symbols``
+    declared: bool | None = None  # a patch, in a tree with a registry: does the registry declare it
+    touched: bool | None = None  # a declared symbol: does the tree's code touch it
+    overlap: tuple[str, ...] = ()  # a copy: A's statements that upstream changed and the copy's edits touch
+
+    @property
+    def site(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """One vLLM name many couplings can share, judged once."""
+
+    name: str
+    change: Change
+    commits: tuple[tuple[str, str], ...] | None = None  # (sha, subject), with a git source; None: not known
+
+
+@dataclass
+class Impact:
+    root: Path
+    old: str  # release A's label
+    new: str  # release B's label
+    couplings: list[Coupling]
+    symbols: dict[str, Symbol]
+    files: int  # files of the tree parsed
+    skipped: list[Skipped]
+    registry: str | None  # the registry file read, if any
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, int]:
+        out = dict.fromkeys(changes.STATUSES, 0)
+        for coupling in self.couplings:
+            out[coupling.status] += 1
+        return out
+
+
+@dataclass
+class _Tree:
+    scans: list[sites.FileScan]
+    functions: list[Function]
+    files: int
+    skipped: list[Skipped]
+
+
+def read_tree(root: Path, paths: Sequence[Path], upstream_names: set[str], progress: Progress) -> _Tree:
+    """Every ``.py`` file under ``root`` (or under ``paths`` in it), each parsed once for both readers."""
+    scans, functions, skipped = [], [], []
+    files = 0
+    folders = [root / p for p in paths] if paths else [root]
+    for folder in folders:
+        for file in reading.python_files(folder) if folder.is_dir() else [folder] if folder.is_file() else []:
+            rel = file.relative_to(root).as_posix()
+            try:
+                text = file.read_bytes().decode("utf-8")
+            except OSError as exc:
+                skipped.append(Skipped(rel, f"cannot be read ({exc.strerror or exc})"))
+                continue
+            except UnicodeDecodeError as exc:
+                skipped.append(Skipped(rel, f"is not UTF-8 (byte {exc.start})"))
+                continue
+            try:
+                tree = ast.parse(text, filename=rel)
+            except (SyntaxError, ValueError) as exc:
+                line = f" (line {exc.lineno})" if isinstance(exc, SyntaxError) and exc.lineno else ""
+                skipped.append(Skipped(rel, f"does not parse{line}"))
+                continue
+            except RecursionError:
+                skipped.append(Skipped(rel, "nests too deeply to parse"))
+                continue
+            files += 1
+            scans.append(sites.scan(tree, rel, text))
+            for func in reading.functions(tree, rel):
+                func.settle(func.name in upstream_names)
+                functions.append(func)
+    progress(f"read {files} files of {root} ({len(functions)} functions, {len(skipped)} skipped)")
+    return _Tree(scans, functions, files, skipped)
+
+
+def _tree_modules(scans: Sequence[sites.FileScan]) -> tuple[frozenset[str], Exports]:
+    """The tree's module names (``pkg.mod``; under ``src/`` also without it) and what each binds."""
+    names: set[str] = set()
+    exports: Exports = {}
+    for scan in scans:
+        for name in {scan.module, scan.module.removeprefix("src.")}:
+            names.add(name)
+            exports[name] = scan.exports
+    return frozenset(names), exports
+
+
+def _vllm(ref: Ref, exports: Exports, modules: frozenset[str]) -> list[Ref]:
+    return [r for r in follow(ref, exports, modules) if r.in_vllm]
+
+
+def found(
+    tree: _Tree, index: census_index.UpstreamIndex, declared: Sequence[Declared], progress: Progress = no_progress
+) -> list[Coupling]:
+    """The couplings the tree makes, before any is judged (overrides come with judging: they need B too)."""
+    modules, exports = _tree_modules(tree.scans)
+    out: list[Coupling] = []
+    for scan in tree.scans:
+        for site in scan.sites:
+            for ref in _vllm(site.ref, exports, modules) if site.kind != "unresolved" else [site.ref]:
+                if site.kind == "unresolved" and not ref.in_vllm:
+                    break
+                kind = "import" if site.kind == "import" or "star import" in site.why else "patch"
+                out.append(Coupling(kind, scan.path, site.line, ref.path, site.detail, site.why))
+    matches = matching.outermost([m for f in tree.functions if (m := matching.match(f, index)) is not None])
+    label = index.source.files.label
+    progress(f"{len(matches)} copies of vLLM {label}'s functions among {len(tree.functions)}")
+    for m in matches:
+        module = m.upstream.path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+        detail = f"{m.comparison.differing} statements differ from vLLM {label}'s"
+        out.append(Coupling("copy", m.function.path, m.function.line, f"{module}.{m.upstream.qualname}", detail))
+    out += [Coupling("declared", d.path, d.line, d.symbol, f"entry {d.entry}" if d.entry else "") for d in declared]
+    return out
+
+
+def overrides(tree: _Tree, a: Resolver, b: Resolver) -> list[Coupling]:
+    """Methods of the tree's classes that a vLLM ancestor class defines, at A or at B."""
+    modules, exports = _tree_modules(tree.scans)
+    classes = {(c.module, c.qualname): c for scan in tree.scans for c in scan.classes}
+    by_module = {scan.module: scan for scan in tree.scans}
+    memo: dict[tuple[str, str], list[str]] = {}
+
+    def ancestors(cls: sites.TreeClass, depth: int = 0) -> list[str]:
+        """The vLLM classes ``cls`` derives from, directly or through the tree's own classes, in order."""
+        key = (cls.module, cls.qualname)
+        if key in memo or depth > 20:
+            return memo.get(key, [])
+        memo[key] = []
+        out: list[str] = []
+        for local in cls.local_bases:
+            if (base := classes.get((cls.module, local))) is not None:
+                out += ancestors(base, depth + 1)
+        for refs_of in cls.bases:
+            for ref in refs_of:
+                for target in follow(ref, exports, modules):
+                    if target.in_vllm:
+                        out.append(target.path)
+                        continue
+                    module, _, name = target.path.rpartition(".")
+                    if module in by_module and (base := classes.get((module, name))) is not None:
+                        out += ancestors(base, depth + 1)
+        memo[key] = list(dict.fromkeys(out))
+        return memo[key]
+
+    out: list[Coupling] = []
+    for scan in tree.scans:
+        for cls in scan.classes:
+            bases = ancestors(cls)
+            if not bases:
+                continue
+            for method, line in cls.methods.items():
+                for base in bases:
+                    defined = a.defines(base, method) or b.defines(base, method)
+                    if defined is not None:
+                        detail = f"{cls.qualname}.{method} overrides it"
+                        out.append(Coupling("override", scan.path, line, f"{base}.{method}", detail))
+                        break
+    return out
+
+
+def judge(
+    tree: _Tree,
+    couplings: list[Coupling],
+    a: Resolver,
+    b: Resolver,
+    commits: Callable[[Change], tuple[tuple[str, str], ...] | None] | None = None,
+) -> tuple[list[Coupling], dict[str, Symbol]]:
+    """Each coupling with its status, and each vLLM name judged once."""
+    mover = Mover(b)
+    by_upstream: dict[str, Change] = {}
+    symbols: dict[str, Symbol] = {}
+    for upstream in dict.fromkeys(c.upstream for c in couplings if not c.why):
+        change = changes.judge(upstream, a.resolve(upstream), b.resolve(upstream), a, b, mover)
+        by_upstream[upstream] = change
+        definition = change.old or change.new
+        name = definition.name if definition is not None else upstream
+        if name not in symbols:
+            found_commits = commits(change) if commits is not None and change.status != changes.UNCHANGED else None
+            symbols[name] = Symbol(name, change, found_commits)
+    judged = []
+    copies = {(f.path, f.line): f for f in tree.functions}
+    for coupling in couplings:
+        if coupling.why:
+            judged.append(replace(coupling, status=changes.UNRESOLVED))
+            continue
+        change = by_upstream[coupling.upstream]
+        definition = change.old or change.new
+        named = replace(coupling, status=change.status, name=definition.name if definition else coupling.upstream)
+        if coupling.kind == "copy":
+            named = _copy_status(named, copies.get((coupling.path, coupling.line)), change)
+        judged.append(named)
+    return judged, symbols
+
+
+def _copy_status(coupling: Coupling, function: Function | None, change: Change) -> Coupling:
+    """A copy equal to B's function is redundant; else the statements both it and upstream changed."""
+    old, new = change.old, change.new
+    if function is None or new is None or not isinstance(new.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return coupling
+    theirs = reading.statement_keys(new.node)
+    if function.size >= reading.MIN_MATCHED and function.keys == theirs:
+        return replace(coupling, status=changes.REDUNDANT)
+    if old is None or change.status == changes.UNCHANGED or not isinstance(old.node, ast.FunctionDef):
+        return coupling
+    return replace(coupling, overlap=_overlap(function.keys, old.node, theirs))
+
+
+def _overlap(copy: tuple[int, ...], old: ast.FunctionDef, new: tuple[int, ...]) -> tuple[str, ...]:
+    """A's statements that upstream changed (A to B) and the copy's own edits touch too."""
+    method = provenance.reduce(old)
+    base = method.keys
+
+    def touched(other: Sequence[int]) -> set[int]:
+        spots: set[int] = set()
+        ops = difflib.SequenceMatcher(None, base, other, autojunk=False).get_opcodes()
+        for op, i1, i2, _, _ in ops:
+            if op != "equal":
+                spots.update(range(i1, i2) if i2 > i1 else (i1 - 1, i1))  # an insertion touches its neighbours
+        return {i for i in spots if 0 <= i < len(base)}
+
+    both = sorted(touched(copy) & touched(new))
+    return tuple(f"line {method.statements[i].first}: {method.statements[i].code}" for i in both)
+
+
+def is_test(path: str) -> bool:
+    """A file of the tree's tests (its patches are a test's, never the tree's start-up patches)."""
+    parts = path.split("/")
+    name = parts[-1]
+    return bool({"tests", "test"} & set(parts[:-1])) or name.startswith("test_") or name in ("conftest.py",)
+
+
+def _own_code(coupling: Coupling) -> bool:
+    """Named statically, and the tree's own code (not a test's patch)."""
+    return not coupling.why and not is_test(coupling.path) and coupling.detail not in _TEST_PATCHES
+
+
+def declarations(couplings: list[Coupling], symbols: dict[str, Symbol], has_registry: bool) -> list[Coupling]:
+    """Patches the registry does not declare, declared symbols no code of the tree touches: marked as such.
+
+    A declared symbol is touched by code that patches, overrides or copies it, one of its members (it is
+    a module or class whose members are patched), or the class it belongs to (a class replaced whole).
+    Only the tree's own code counts, not its tests.
+    """
+    if not has_registry:
+        return couplings
+    declared = {n for c in couplings if c.kind == "declared" for n in (c.upstream, c.name) if n}
+    code = [c for c in couplings if c.kind in ("patch", "override", "copy") and _own_code(c)]
+    in_code = {id(c) for c in code}
+
+    def is_class(name: str) -> bool:
+        found = symbols.get(name)
+        definition = (found.change.old or found.change.new) if found else None
+        return definition is not None and definition.kind == "class"
+
+    def touches(code_name: str, symbol: str) -> bool:
+        return (
+            code_name == symbol
+            or code_name.startswith(symbol + ".")
+            or (symbol.startswith(code_name + ".") and is_class(code_name))
+        )
+
+    names = {n for c in code for n in (c.upstream, c.name) if n}
+    out = []
+    for c in couplings:
+        if c.kind == "declared":
+            mine = {n for n in (c.upstream, c.name) if n}
+            c = replace(c, touched=any(touches(n, s) for n in names for s in mine))
+        elif id(c) in in_code and c.kind == "patch":
+            theirs = {n for n in (c.upstream, c.name) if n}
+            c = replace(c, declared=any(touches(n, d) or touches(d, n) for n in theirs for d in declared))
+        out.append(c)
+    return out
+
+
+def run(
+    root: Path,
+    old: Package,
+    new: Package,
+    *,
+    paths: Sequence[Path] = (),
+    declared: Sequence[Declared] = (),
+    registry: str | None = None,
+    commits: Callable[[Change], tuple[tuple[str, str], ...] | None] | None = None,
+    progress: Progress = no_progress,
+) -> Impact:
+    """The impact of moving ``root``'s tree from ``old`` to ``new``."""
+    seconds: dict[str, float] = {}
+    clock = time.monotonic()
+    index = census_index.UpstreamIndex(census_index.package_source(old))
+    seconds["index"] = time.monotonic() - clock
+    clock = time.monotonic()
+    tree = read_tree(root, paths, set(index.by_name), progress)
+    seconds["tree"] = time.monotonic() - clock
+    clock = time.monotonic()
+    couplings = found(tree, index, declared, progress)
+    seconds["copies"] = time.monotonic() - clock
+    clock = time.monotonic()
+    a, b = Resolver(old), Resolver(new)
+    couplings += overrides(tree, a, b)
+    couplings, symbols = judge(tree, couplings, a, b, commits)
+    couplings = declarations(couplings, symbols, registry is not None or bool(declared))
+    couplings.sort(key=lambda c: (c.path, c.line, KINDS.index(c.kind), c.upstream))
+    seconds["resolve and compare"] = time.monotonic() - clock
+    return Impact(root, old.label, new.label, couplings, symbols, tree.files, tree.skipped, registry, seconds)

@@ -1,0 +1,288 @@
+"""One file of a tree read for its couplings: the vLLM names it imports, what it patches, its classes.
+
+A *patch* is a statement that replaces, adds or removes an attribute of something the file's names
+reach (``bindings``): ``Cls.attr = ...`` (any value: ``property(...)``, ``staticmethod(...)``, a
+lambda), ``mod.fn = ...``, ``vllm.x.y.fn = ...``, ``setattr(obj, "attr", ...)``, ``delattr``,
+``del obj.attr``, ``obj.__dict__["attr"] = ...``, an item of a container (``REGISTRY["k"] = ...``),
+a module swapped in ``sys.modules``, and a test's ``mock.patch("vllm....")``, ``patch.object`` or
+``monkeypatch.setattr``, wherever the statement is (module level or inside a function: which of them
+run at start-up is the tree's business; each is a coupling). Which are vLLM's is decided once every
+file is read (a name may come through another module of the tree). What touches vLLM but cannot be
+named statically (an attribute name computed at run time, a loop over ``sys.modules``, a replaced
+import hook) is an *unresolved* site with why.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from generator.judge.couplings.bindings import (
+    Ref,
+    Scope,
+    absolute,
+    bind_arguments,
+    bind_statement,
+    module_name,
+    refs,
+)
+
+_MOCK_PATCH = frozenset({"unittest.mock.patch", "mock.patch"})
+_MOCK_OBJECT = frozenset({"unittest.mock.patch.object", "mock.patch.object"})
+_CALL_WORDS = ("setattr", "delattr", "patch")
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+@dataclass(frozen=True)
+class Site:
+    kind: str  # import | patch | unresolved
+    line: int
+    ref: Ref  # as the file names it; a name of the tree's own modules is followed later
+    detail: str = ""
+    why: str = ""  # unresolved: why it cannot be named
+
+
+@dataclass
+class TreeClass:
+    """A class of the tree: its bases as references, its methods (name -> line)."""
+
+    path: str
+    module: str
+    qualname: str
+    line: int
+    bases: list[list[Ref]]
+    local_bases: list[str]  # bases that are classes of the same file, by qualname
+    methods: dict[str, int]
+
+
+@dataclass
+class FileScan:
+    path: str
+    module: str
+    sites: list[Site] = field(default_factory=list)
+    classes: list[TreeClass] = field(default_factory=list)
+    exports: dict[str, list[Ref]] = field(default_factory=dict)
+
+
+def _short(node: ast.AST | None, lines: list[str], limit: int = 60) -> str:
+    """The start of ``node``'s own text (its first line, from its column), for a message."""
+    if not isinstance(node, ast.expr) or node.lineno > len(lines):
+        return ""
+    line = lines[node.lineno - 1].encode()  # ast columns are UTF-8 byte offsets
+    one_line = node.end_lineno == node.lineno and node.end_col_offset is not None
+    end = node.end_col_offset if one_line else len(line)
+    text = " ".join(line[node.col_offset : end].decode(errors="replace").split())
+    return text if len(text) <= limit and one_line else text[: limit - 3].rstrip() + "..."
+
+
+def _string(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+class _Walker:
+    def __init__(self, path: str, calls: bool, lines: list[str]) -> None:
+        self.path = path
+        self.lines = lines
+        self.calls = calls  # the file may patch by a call (setattr, delattr, mock.patch): only then are calls read
+        self.module = module_name(path)
+        self.is_package = path.endswith("__init__.py")
+        self.scan = FileScan(path, self.module)
+        self.top_classes: dict[str, str] = {}  # a top-level class's name -> qualname
+
+    def site(self, kind: str, node: ast.AST, ref: Ref, detail: str = "", why: str = "") -> None:
+        self.scan.sites.append(Site(kind, getattr(node, "lineno", 0), ref, detail, why))
+
+    def fill(self, scope: Scope, body: Sequence[ast.stmt]) -> None:
+        for node in scope_statements(body):
+            bind_statement(node, scope, self.module, self.is_package)
+
+    def visit(self, body: Sequence[ast.stmt], scope: Scope, prefix: str) -> None:
+        looping = {id(s) for loop in scope_statements(body) if self._over_modules(loop, scope) for s in _inside(loop)}
+        for node in scope_statements(body):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.function(node, scope, prefix)
+            elif isinstance(node, ast.ClassDef):
+                self.klass(node, scope, prefix)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                self.imports(node, scope)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    self.assigned(target, node.value, scope, node)
+            elif isinstance(node, ast.Delete):
+                for target in node.targets:
+                    if isinstance(target, ast.Attribute):
+                        for ref in refs(target.value, scope):
+                            self.site("patch", node, ref.child(target.attr), "deletes it")
+            if self.calls:
+                for call in _calls(node):
+                    self.call(call, scope, id(node) in looping)
+
+    def _over_modules(self, node: ast.AST, scope: Scope) -> bool:
+        if not isinstance(node, (ast.For, ast.AsyncFor)):
+            return False
+        return any(r.path == "sys.modules" for n in ast.walk(node.iter) for r in refs(n, scope))
+
+    def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, parent: Scope, prefix: str) -> None:
+        scope = Scope(parent, "function")
+        bind_arguments(node.args, scope)
+        self.fill(scope, node.body)
+        self.visit(node.body, scope, f"{prefix}{node.name}.<locals>.")
+
+    def klass(self, node: ast.ClassDef, parent: Scope, prefix: str) -> None:
+        qualname = f"{prefix}{node.name}"
+        if not prefix:
+            self.top_classes[node.name] = qualname
+        local = [self.top_classes[b.id] for b in node.bases if isinstance(b, ast.Name) and b.id in self.top_classes]
+        methods = {
+            m.name: m.lineno
+            for m in _class_statements(node.body)
+            if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
+        bases = [refs(b, parent) for b in node.bases]
+        self.scan.classes.append(TreeClass(self.path, self.module, qualname, node.lineno, bases, local, methods))
+        scope = Scope(parent, "class")
+        self.fill(scope, node.body)
+        self.visit(node.body, scope, f"{qualname}.")
+
+    def imports(self, node: ast.Import | ast.ImportFrom, scope: Scope) -> None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                self.site("import", node, Ref(alias.name), "import")
+            return
+        base = absolute(self.module, self.is_package, node.level, node.module) if node.level else (node.module or "")
+        for alias in node.names:
+            if alias.name == "*":
+                self.site("unresolved", node, Ref(base), why="a star import: the names it binds are not written")
+            else:
+                self.site("import", node, Ref(f"{base}.{alias.name}"), "from-import")
+
+    def assigned(self, target: ast.AST, value: ast.AST | None, scope: Scope, node: ast.AST) -> None:
+        what = f"assigns `{_short(value, self.lines)}`" if value is not None else "assigns"
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                self.assigned(elt, None, scope, node)
+        elif isinstance(target, ast.Attribute):
+            for ref in refs(target.value, scope):
+                if ref.path == "builtins" and target.attr == "__import__":
+                    self.site(
+                        "unresolved",
+                        node,
+                        Ref("vllm"),
+                        why="replaces Python's import hook: which vLLM modules it swaps is decided at run time",
+                    )
+                else:
+                    self.site("patch", node, ref.child(target.attr), what)
+        elif isinstance(target, ast.Subscript):
+            key = _string(target.slice)
+            inner = target.value
+            if isinstance(inner, ast.Attribute) and inner.attr == "__dict__" and key is not None:
+                for ref in refs(inner.value, scope):
+                    self.site("patch", node, ref.child(key), f"{what} through __dict__")
+                return
+            for ref in refs(inner, scope):
+                if ref.path == "sys.modules" and key is not None:
+                    self.site("patch", node, Ref(key), "replaces the module in sys.modules")
+                else:
+                    shown = f"[{key!r}]" if key is not None else "[...]"
+                    self.site("patch", node, ref, f"sets the item {shown}")
+
+    def call(self, node: ast.Call, scope: Scope, in_modules_loop: bool) -> None:
+        func = node.func
+        args = node.args
+        callee = {r.path for r in refs(func, scope)}
+        if isinstance(func, ast.Name) and func.id in ("setattr", "delattr") and not scope.lookup(func.id):
+            if len(args) < 2:
+                return
+            name = _string(args[1])
+            found = refs(args[0], scope)
+            verb = "sets it by setattr" if func.id == "setattr" else "deletes it by delattr"
+            for ref in found:
+                if name is not None:
+                    self.site("patch", node, ref.child(name), verb)
+                else:
+                    self.site("unresolved", node, ref, why=f"{func.id} with an attribute name computed at run time")
+            if not found and in_modules_loop:
+                self.site(
+                    "unresolved",
+                    node,
+                    Ref("vllm"),
+                    why=f"{func.id} on every module sys.modules holds: its targets are decided at run time",
+                )
+        elif callee & _MOCK_PATCH and args and (target := _string(args[0])) is not None:
+            self.site("patch", node, Ref(target), "mock.patch")
+        elif callee & _MOCK_OBJECT and len(args) >= 2 and (name := _string(args[1])) is not None:
+            for ref in refs(args[0], scope):
+                self.site("patch", node, ref.child(name), "mock.patch.object")
+        elif isinstance(func, ast.Attribute) and func.attr == "setattr" and _is_monkeypatch(func.value):
+            first = _string(args[0]) if args else None
+            if first is not None and "." in first:
+                self.site("patch", node, Ref(first), "monkeypatch.setattr")
+            elif len(args) >= 2 and (name := _string(args[1])) is not None:
+                for ref in refs(args[0], scope):
+                    self.site("patch", node, ref.child(name), "monkeypatch.setattr")
+
+
+def scope_statements(body: Sequence[ast.AST]) -> Iterator[ast.stmt]:
+    """A scope's statements, those of nested blocks too (and ``except`` clauses), not nested defs' or classes'."""
+    for node in body:
+        if isinstance(node, ast.stmt):
+            yield node
+        elif isinstance(node, ast.ExceptHandler):
+            yield node  # type: ignore[misc]  # binds its name like a statement
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for block in _BLOCKS:
+            children = getattr(node, block, None)
+            if isinstance(children, list):
+                for child in children:
+                    yield from scope_statements(
+                        getattr(child, "body", []) if isinstance(child, ast.match_case) else [child]
+                    )
+
+
+def _inside(loop: ast.stmt) -> Iterator[ast.stmt]:
+    yield from scope_statements(getattr(loop, "body", []))
+
+
+def _calls(node: ast.AST) -> Iterator[ast.Call]:
+    """The calls in a statement's own expressions (its decorators, bases, defaults; not its blocks)."""
+    for name, value in ast.iter_fields(node):
+        if name in _BLOCKS:
+            continue
+        for part in value if isinstance(value, list) else [value]:
+            if isinstance(part, ast.AST):
+                for inner in ast.walk(part):
+                    if isinstance(inner, ast.Call):
+                        yield inner
+
+
+def _is_monkeypatch(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id in ("monkeypatch", "mp")
+
+
+def _class_statements(body: Sequence[ast.stmt]) -> Iterator[ast.stmt]:
+    """A class body's own statements, those under ``if``/``try`` included."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, (ast.If, ast.Try)):
+            for block in ("body", "orelse", "finalbody", "handlers"):
+                for inner in getattr(stmt, block, []):
+                    yield from _class_statements(getattr(inner, "body", [inner]) if block == "handlers" else [inner])
+
+
+def scan(tree: ast.Module, path: str, text: str | None = None) -> FileScan:
+    """The couplings ``tree`` (the file at ``path``, relative to the tree's root) may make, unfollowed.
+
+    ``text``, the file's source, lets a file that names no patching call skip reading its expressions.
+    """
+    source = text if text is not None else ast.unparse(tree)
+    walker = _Walker(path, any(word in source for word in _CALL_WORDS), source.splitlines())
+    top = Scope(None, "module")
+    walker.fill(top, tree.body)
+    walker.visit(tree.body, top, "")
+    names = {*top.names, *top.pending}
+    walker.scan.exports = {name: refs(ast.Name(name, ast.Load()), top) for name in sorted(names)}
+    walker.scan.sites.sort(key=lambda s: s.line)
+    return walker.scan

@@ -1,0 +1,292 @@
+"""A dotted vLLM name resolved in one release's own files: where it is defined, and as what.
+
+``vllm.config.ModelConfig`` is read the way Python would find it: the longest prefix that is a module
+of the package (``vllm/config/__init__.py``), then each name in that module's top-level bindings
+(classes, functions, assignments, and imports, which are followed: a re-export resolves to the
+definition it imports), then members of a class (its own body, then its vLLM bases in order, as
+its method resolution would find them). What is not found is *absent* (with what was looked for);
+what Python would only know at run time (a module ``__getattr__``, an attribute of a function or of
+a computed value, a name bound outside vLLM) is *unresolved*, with why.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from generator.sources.package import Package
+
+_DEPTH = 24  # re-exports and bases followed before giving up (a cycle of re-exports is upstream's bug)
+_STAR = "*"  # the key of a module's ``from x import *`` statements among its bindings
+
+Node = ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef | ast.Assign | ast.AnnAssign
+
+
+@dataclass(frozen=True)
+class Definition:
+    """Where a name is defined at one release."""
+
+    name: str  # canonical: the defining module and qualified name, ``vllm.config.model.ModelConfig``
+    module: str
+    path: str  # the module's file in the package
+    qualname: str  # "" for a module
+    kind: str  # module | class | function | value
+    node: ast.AST | None = field(default=None, compare=False, repr=False)  # None for a module
+
+
+@dataclass(frozen=True)
+class NotFound:
+    """The name resolves to nothing at this release (``absent``), or to nothing known statically."""
+
+    why: str
+    unresolved: bool = False  # True: Python decides at run time; False: there is no such name
+
+
+Resolution = Definition | NotFound
+
+
+@dataclass
+class _Module:
+    name: str
+    path: str
+    tree: ast.Module
+    bindings: dict[str, list[ast.AST]]  # a top-level name -> the statements binding it, in order
+    is_package: bool
+
+
+def _bindings(body: list[ast.stmt]) -> dict[str, list[ast.AST]]:
+    """A module's (or a class body's) top-level names, under ``if``/``try``/``with`` blocks too."""
+    out: dict[str, list[ast.AST]] = {}
+
+    def add(name: str, node: ast.AST) -> None:
+        out.setdefault(name, []).append(node)
+
+    def walk(stmts: list[ast.stmt]) -> None:
+        for node in stmts:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                add(node.name, node)
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    for name in _names(target):
+                        add(name, node)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                add(node.target.id, node)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    add(alias.asname or alias.name.split(".")[0] if alias.name != "*" else _STAR, node)
+            elif isinstance(node, (ast.If, ast.Try, ast.With, ast.AsyncWith)):
+                walk(node.body)
+                walk(getattr(node, "orelse", []))
+                walk(getattr(node, "finalbody", []))
+                for handler in getattr(node, "handlers", []):
+                    walk(handler.body)
+
+    walk(body)
+    return out
+
+
+def _names(target: ast.AST) -> Iterator[str]:
+    if isinstance(target, ast.Name):
+        yield target.id
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for elt in target.elts:
+            yield from _names(elt)
+
+
+def _chosen(nodes: list[ast.AST]) -> ast.AST:
+    """Of several bindings of one name, a definition over an import or an assignment, else the last."""
+    defs = [n for n in nodes if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
+    return defs[-1] if defs else nodes[-1]
+
+
+class Resolver:
+    """Resolves dotted names in one release's package, parsing each module once, when first asked."""
+
+    def __init__(self, package: Package) -> None:
+        self.package = package
+        self.label = package.label
+        self._modules: dict[str, _Module | None] = {}
+        self._cache: dict[str, Resolution] = {}
+        self._exported: dict[str, set[str]] = {}
+
+    def module(self, name: str) -> _Module | None:
+        if name not in self._modules:
+            path = self.package.module_path(name)
+            text = self.package.text(path) if path is not None else None
+            found = None
+            if path is not None and text is not None:
+                try:
+                    tree = ast.parse(text, filename=path)
+                except (SyntaxError, ValueError, RecursionError):
+                    tree = ast.Module(body=[], type_ignores=[])
+                found = _Module(name, path, tree, _bindings(tree.body), path.endswith("__init__.py"))
+            self._modules[name] = found
+        return self._modules[name]
+
+    def resolve(self, dotted: str) -> Resolution:
+        if dotted not in self._cache:
+            self._cache[dotted] = self._resolve(dotted, 0)
+        return self._cache[dotted]
+
+    def _resolve(self, dotted: str, depth: int) -> Resolution:
+        if depth > _DEPTH:
+            return NotFound(f"{dotted} is re-exported in a circle at {self.label}", unresolved=True)
+        parts = dotted.split(".")
+        for i in range(len(parts), 0, -1):
+            module = self.module(".".join(parts[:i]))
+            if module is not None:
+                return self._in_module(module, parts[i:], depth)
+        return NotFound(f"vLLM {self.label} has no module {parts[0]}")
+
+    def _in_module(self, module: _Module, rest: list[str], depth: int) -> Resolution:
+        if not rest:
+            return Definition(module.name, module.name, module.path, "", "module")
+        name, more = rest[0], rest[1:]
+        nodes = module.bindings.get(name) if name != _STAR else None
+        if not nodes:
+            if (sub := self.module(f"{module.name}.{name}")) is not None:
+                return self._in_module(sub, more, depth)
+            for star in reversed(module.bindings.get(_STAR, [])):  # the last one binding the name wins
+                assert isinstance(star, ast.ImportFrom)
+                source = self.module(_from_base(module, star))
+                if source is not None and name in self.exported(source, depth):
+                    return self._in_module(source, rest, depth + 1)
+            if "__getattr__" in module.bindings:
+                lazy = _lazy_names(module)
+                if name in lazy:  # vllm/__init__.py's MODULE_ATTRS: "LLM": ".entrypoints.llm:LLM"
+                    target, _, attribute = lazy[name].partition(":")
+                    if target.startswith("."):
+                        target = _from_base(module, ast.ImportFrom(module=target.lstrip("."), names=[], level=1))
+                    return self._resolve(".".join([target, *filter(None, [attribute]), *more]), depth + 1)
+                if not lazy:
+                    return NotFound(f"{module.name}.{name} is served by {module.name}'s __getattr__ at run time", True)
+            return NotFound(f"vLLM {self.label}'s {module.name} defines no {name}")
+        node = _chosen(nodes)
+        if isinstance(node, ast.ImportFrom):
+            base = _from_base(module, node)
+            alias = next(a for a in node.names if (a.asname or a.name) == name)
+            target = f"{base}.{alias.name}"
+            if not (target == "vllm" or target.startswith("vllm.")):
+                return NotFound(f"{module.name}.{name} is {target}, outside vLLM", unresolved=True)
+            return self._resolve(".".join([target, *more]), depth + 1)
+        if isinstance(node, ast.Import):
+            alias = next(a for a in node.names if (a.asname or a.name.split(".")[0]) == name)
+            target = alias.name if alias.asname else name
+            if not (target == "vllm" or target.startswith("vllm.")):
+                return NotFound(f"{module.name}.{name} is the module {target}, outside vLLM", unresolved=True)
+            return self._resolve(".".join([target, *more]), depth + 1)
+        qualname = name
+        return self._member(module, node, qualname, more, depth)
+
+    def exported(self, module: _Module, depth: int = 0) -> set[str]:
+        """The names ``from module import *`` binds: its ``__all__``, else its public top-level names."""
+        if module.name not in self._exported:
+            self._exported[module.name] = set()  # a star-import cycle ends here
+            self._exported[module.name] = self._star_names(module, depth)
+        return self._exported[module.name]
+
+    def _star_names(self, module: _Module, depth: int) -> set[str]:
+        declared = module.bindings.get("__all__", [])
+        for node in declared:
+            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+            if isinstance(value, (ast.List, ast.Tuple)):
+                return {e.value for e in value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+        names = {n for n in module.bindings if not n.startswith("_") and n != _STAR}
+        if depth < _DEPTH:
+            for star in module.bindings.get(_STAR, []):
+                assert isinstance(star, ast.ImportFrom)
+                source = self.module(_from_base(module, star))
+                if source is not None:
+                    names |= self.exported(source, depth + 1)
+        return names
+
+    def _member(self, module: _Module, node: ast.AST, qualname: str, more: list[str], depth: int) -> Resolution:
+        kind = _kind(node)
+        if not more:
+            return Definition(f"{module.name}.{qualname}", module.name, module.path, qualname, kind, node)
+        if isinstance(node, ast.ClassDef):
+            name, rest = more[0], more[1:]
+            members = _bindings(node.body)
+            if name in members:
+                return self._member(module, _chosen(members[name]), f"{qualname}.{name}", rest, depth)
+            for base in node.bases:
+                found = self._base(module, base, depth)
+                if isinstance(found, Definition) and found.kind == "class":
+                    inherited = self._resolve(".".join([found.name, *more]), depth + 1)
+                    if isinstance(inherited, Definition) or inherited.unresolved:
+                        return inherited
+            return NotFound(f"vLLM {self.label}'s {module.name}.{qualname} has no {name} (nor its vLLM bases)")
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            alias = _dotted(node.value)
+            if alias is not None:  # ``X = other.Y``: an alias of another name
+                found = self._in_module(module, [*alias.split("."), *more], depth + 1)
+                if isinstance(found, Definition) or found.unresolved:
+                    return found
+        what = "function" if kind == "function" else "value"
+        return NotFound(f"{module.name}.{qualname} is a {what}: its attribute {more[0]} is set at run time", True)
+
+    def _base(self, module: _Module, base: ast.expr, depth: int) -> Resolution:
+        dotted = _dotted(base)
+        if dotted is None:
+            return NotFound("a computed base", unresolved=True)
+        return self._in_module(module, dotted.split("."), depth + 1)
+
+    def bases(self, definition: Definition) -> list[Definition]:
+        """A class's direct vLLM bases, resolved (bases outside vLLM, or unknown, left out)."""
+        module = self.module(definition.module)
+        if module is None or not isinstance(definition.node, ast.ClassDef):
+            return []
+        found = [self._base(module, b, 0) for b in definition.node.bases]
+        return [d for d in found if isinstance(d, Definition) and d.kind == "class"]
+
+    def defines(self, class_name: str, member: str) -> Definition | None:
+        """The definition of ``member`` a vLLM class has, its own or inherited from a vLLM base."""
+        found = self.resolve(f"{class_name}.{member}")
+        return found if isinstance(found, Definition) else None
+
+
+def _lazy_names(module: _Module) -> dict[str, str]:
+    """What a module's ``__getattr__`` serves, when it reads a dict of ``"name": "module:attribute"``."""
+    out: dict[str, str] = {}
+    for nodes in module.bindings.values():
+        for node in nodes:
+            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+            if not isinstance(value, ast.Dict) or not value.keys:
+                continue
+            pairs = [
+                (k.value, v.value)
+                for k, v in zip(value.keys, value.values, strict=True)
+                if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)
+            ]
+            if len(pairs) == len(value.keys) and all(isinstance(v, str) and ":" in v for _, v in pairs):
+                out.update({str(k): str(v) for k, v in pairs})
+    return out
+
+
+def _kind(node: ast.AST) -> str:
+    if isinstance(node, ast.ClassDef):
+        return "class"
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return "function"
+    return "value"
+
+
+def _from_base(module: _Module, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    parts = module.name.split(".") if module.is_package else module.name.split(".")[:-1]
+    if node.level > 1:
+        parts = parts[: len(parts) - (node.level - 1)]
+    return ".".join([*parts, *([node.module] if node.module else [])])
+
+
+def _dotted(expr: ast.AST) -> str | None:
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute):
+        inner = _dotted(expr.value)
+        return None if inner is None else f"{inner}.{expr.attr}"
+    if isinstance(expr, ast.Subscript):  # Generic[T], list[int]: the subscripted class
+        return _dotted(expr.value)
+    return None
