@@ -49,20 +49,20 @@ def expression(code: str) -> ast.expr:
     return ast.parse(code, mode="eval").body
 
 
-def _same(a: ast.AST | list[ast.AST], b: ast.AST | list[ast.AST]) -> bool:
+def same(a: ast.AST | list[ast.AST], b: ast.AST | list[ast.AST]) -> bool:
     if isinstance(a, list) or isinstance(b, list):
         return (
             isinstance(a, list)
             and isinstance(b, list)
             and len(a) == len(b)
-            and all(_same(x, y) for x, y in zip(a, b, strict=True))
+            and all(same(x, y) for x, y in zip(a, b, strict=True))
         )
     return ast.dump(a) == ast.dump(b)
 
 
 def _bind(name: str, value: Captured, captures: dict[str, Captured]) -> bool:
     if name in captures:
-        return _same(captures[name], value)
+        return same(captures[name], value)
     captures[name] = value
     return True
 

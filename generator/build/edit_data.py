@@ -23,6 +23,10 @@ class Edit:
     anchor: str
     kind: str  # before | after | instead
     code: str  # the copy's own statements, as the copy writes them ("" with instead: delete)
+    # The last vLLM release the edit is written for, and why it stops there: past it (a later release, or a
+    # git ref) the edit refuses with ``why``, a decision a maintainer takes in the spec, never a guess.
+    until: str | None = None
+    why: str = ""
 
 
 class EditedCopy(Protocol):

@@ -23,6 +23,7 @@ from generator.build import astpattern
 from generator.build.anchors import Hit, blocks, replace, with_block_body
 from generator.build.edit_data import Edit, EditedCopy, dedent
 from generator.errors import EditDoesNotApply
+from generator.tags import is_release_tag, tag_key
 
 
 def _as_ast(module: cst.Module, stmt: cst.BaseStatement) -> ast.stmt | None:
@@ -81,10 +82,36 @@ def _segment(match: _Match, captured: astpattern.Captured) -> str:
                     lines = code.splitlines(keepends=True)
                     start = _header_end(code, parent) if name == "body" and parent is not tree else _line(nodes[0]) - 1
                     return "".join(lines[start : getattr(nodes[-1], "end_lineno", None)])
-        text = _span(code, nodes)
+        text = _lines(code, nodes) if isinstance(nodes[0], ast.stmt) else None
+        if text is None:
+            text = _span(code, nodes)
         if text is not None:
             return text
-    return ast.unparse(nodes[0]) if len(nodes) == 1 else ", ".join(ast.unparse(n) for n in nodes)
+    # ast's own text of the same code (formatting and comments lost, meaning kept)
+    joiner = "\n" if isinstance(nodes[0], ast.stmt) else ", "
+    return joiner.join(ast.unparse(n) for n in nodes)
+
+
+def _lines(code: str, nodes: Sequence[ast.AST]) -> str | None:
+    """A run of statements inside a block (not the whole block): its whole lines, dedented.
+
+    Comments between and after its statements (on their lines) come along; comments above its first
+    statement belong to what precedes it and stay. None if the run does not start and end its lines.
+    """
+    first, last = nodes[0], nodes[-1]
+    if not isinstance(first, ast.stmt) or not isinstance(last, ast.stmt) or last.end_lineno is None:
+        return None
+    lines = code.splitlines(keepends=True)
+    head = lines[first.lineno - 1].encode()[: first.col_offset].decode()  # ast columns are UTF-8 byte offsets
+    tail = lines[last.end_lineno - 1].encode()[last.end_col_offset or 0 :].decode()
+    if head.strip() or tail.split("#", 1)[0].strip():
+        return None  # `a; b` on one line: the exact span is what is wanted
+    text = textwrap.dedent("".join(lines[first.lineno - 1 : last.end_lineno]))
+    try:
+        same = [ast.dump(n) for n in nodes] == [ast.dump(n) for n in ast.parse(text).body]
+    except SyntaxError:
+        same = False
+    return text if same else None
 
 
 def _line(node: ast.AST) -> int:
@@ -150,20 +177,68 @@ def _statements_at(text: str) -> Callable[[re.Match[str]], str]:
     return lambda m: textwrap.indent(textwrap.dedent(text), m[1]).rstrip("\n")
 
 
-def _literal(text: str) -> Callable[[re.Match[str]], str]:
-    return lambda _: text
+def _is_statements(captured: astpattern.Captured) -> bool:
+    return isinstance(captured, list) and bool(captured) and isinstance(captured[0], ast.stmt)
 
 
-def _substitute(code: str, match: _Match) -> str:
-    """The edit's code with each placeholder it shares with the anchor replaced by upstream's captured text."""
+def _substitute(code: str, match: _Match, *, parenthesized: bool = False) -> str:
+    """The edit's code with each placeholder it shares with the anchor replaced by upstream's captured text.
+
+    One pass over the edit's own code: upstream's text is never searched for another placeholder.
+    ``parenthesized``: a one-expression placeholder's text goes in parentheses (its precedence kept).
+    """
     out = dedent(code)
-    for name, captured in sorted(match.captures.items(), key=lambda kv: -len(kv[0])):
-        text = _segment(match, captured)
-        if isinstance(captured, list) and captured and isinstance(captured[0], ast.stmt):
-            out = re.sub(rf"^([ \t]*){name}[ \t]*$", _statements_at(text), out, flags=re.M)
-        else:
-            out = re.sub(rf"\*{{0,2}}\b{name}\b", _literal(text), out)
-    return out
+    if not match.captures:
+        return out
+    texts = {name: _segment(match, captured) for name, captured in match.captures.items()}
+    names = "|".join(re.escape(n) for n in sorted(match.captures, key=lambda n: (-len(n), n)))
+    found = re.compile(rf"^(?P<indent>[ \t]*)(?P<line>{names})[ \t]*$|\*{{0,2}}\b(?P<word>{names})\b", flags=re.M)
+
+    def one(m: re.Match[str]) -> str:
+        name = m["line"] or m["word"]
+        captured, text = match.captures[name], texts[name]
+        if m["line"] is not None:
+            if _is_statements(captured):
+                return _statements_at(text)(m)
+            return m["indent"] + text  # a line that is only an expression placeholder
+        if parenthesized and isinstance(captured, ast.expr):
+            return f"({text})"
+        return text
+
+    return found.sub(one, out)
+
+
+def _reads_back(code: str, out: str, match: _Match) -> str | None:
+    """None if ``out``, read as the edit's code, gives back each shared placeholder's upstream code; else its name."""
+    try:
+        pattern = astpattern.statements(dedent(code))
+        result = ast.parse(out).body
+        captures: dict[str, astpattern.Captured] = {}
+        matched = astpattern.match_list(pattern, result, captures)
+    except (SyntaxError, ValueError):
+        return "the whole edit"
+    if not matched:
+        return "the whole edit"
+    for name, upstream in match.captures.items():
+        if name in captures and not astpattern.same(captures[name], upstream):
+            return name
+    return None
+
+
+def _code_with_upstream(edit: Edit, match: _Match) -> str:
+    """The edit's code with upstream's text in place, proven to read back as the edit with upstream's code."""
+    out = _substitute(edit.code, match)
+    if _reads_back(edit.code, out, match) is None:
+        return out
+    out = _substitute(edit.code, match, parenthesized=True)
+    failed = _reads_back(edit.code, out, match)
+    if failed is None:
+        return out
+    raise _NoReadBack(failed)
+
+
+class _NoReadBack(Exception):
+    """The edit's code with upstream's text in place does not mean the edit with upstream's code (a placeholder)."""
 
 
 def _numbered(text: str, center: int, around: int = 5) -> str:
@@ -209,6 +284,13 @@ def apply(
     """``method`` with the spec's data edits applied, in order; EditDoesNotApply on a missing or repeated anchor."""
     applied = []
     for edit in spec.edits:
+        if edit.until is not None and not (is_release_tag(tag) and tag_key(tag) <= tag_key(edit.until)):
+            raise EditDoesNotApply(
+                f"spec {spec.name!r} edit {edit.name!r} is written for vLLM up to {edit.until}, not {tag}: "
+                f"{edit.why}; decide in the spec (re-write the edit for {tag}, or drop it), or keep the pin",
+                spec=spec.name,
+                edit=edit.name,
+            )
         found = _matches(module, method, edit)
         hits = [(m.hit, m.size) for m in found]
         if len(hits) != 1:
@@ -222,7 +304,17 @@ def apply(
                 detail=_where_expected(upstream_text, spec, edit, hits),
             )
         (match,) = found
-        method = _applied(method, match, edit)
+        try:
+            method = _applied(method, match, edit)
+        except _NoReadBack as exc:
+            raise EditDoesNotApply(
+                f"spec {spec.name!r} edit {edit.name!r} does not apply to {tag}: with upstream's text in place of "
+                f"{exc}, its code no longer reads as the edit with upstream's code; write that placeholder where "
+                "upstream's text can stand (e.g. in parentheses), or keep the pin",
+                spec=spec.name,
+                edit=edit.name,
+                detail=_where_expected(upstream_text, spec, edit, [(match.hit, match.size)]),
+            ) from None
         applied.append(Applied(edit, cst.Module(body=[]).code_for_node(match.hit.stmt).strip().splitlines()[0]))
     return method, tuple(applied)
 
@@ -240,7 +332,7 @@ def _applied(method: cst.FunctionDef, match: _Match, edit: Edit) -> cst.Function
     hit, size = match.hit, match.size
     body = list(hit.block.body)
     new = (
-        [_unindented_blanks(st) for st in cst.parse_module(_substitute(edit.code, match)).body]
+        [_unindented_blanks(st) for st in cst.parse_module(_code_with_upstream(edit, match)).body]
         if edit.code.strip()
         else []
     )
