@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from generator.build.deltas import Outcome
-from generator.errors import DeltaDoesNotApply, PatchgenError
+from generator.errors import DeltaDoesNotApply, EditDoesNotApply, PatchgenError
 from generator.pins.matrix import Row
 from generator.pins.pin import PIN_FILE
 from generator.tags import is_commit
@@ -38,9 +38,26 @@ def pull_request_title(tag: str) -> str:
     return f"{TITLE_PREFIX}bump vLLM to {tag}"
 
 
-def issue_title(where: str) -> str:
-    """One title per tag or ref (``v0.27.1``, ``main``), so the workflow finds the issue it opened."""
+def issue_title(where: str, error: PatchgenError | None = None) -> str:
+    """One title per tag or ref (``v0.27.1``, ``main``) and kind, so the workflow finds the issue it opened."""
+    if isinstance(error, EditDoesNotApply):
+        return f"{TITLE_PREFIX}vLLM {where}: a shipped spec no longer applies"
     return f"{TITLE_PREFIX}vLLM {where}: a balance delta no longer applies"
+
+
+def _what_to_do(error: PatchgenError, tag: str) -> str:
+    if isinstance(error, EditDoesNotApply):
+        return (
+            "Upstream changed code an edit of a shipped spec anchors on. Re-anchor the edit in "
+            "`generator/tree/layouts/` (docs/copies.md says what may match loosely), or declare where it stops "
+            "(`until`, `why`: a maintainer's decision); then `balance-patchgen specs sweep` and `make test`. "
+            "Trees meet this as exit 4 on `bump` until then (docs/adopting.md, 'When a bump refuses')."
+        )
+    return (
+        "Upstream changed the shape an anchor relies on. Accepting a new shape is a maintainer's decision, "
+        "made in `generator/build/deltas.py` (and its independent twin in `generator/build/verify.py`), never a "
+        f"silent skip: see `docs/pin-bump.md`. Then `balance-patchgen bump {tag}` and `make test`, or keep the pin."
+    )
 
 
 def upstream_tests_title(tag: str) -> str:
@@ -116,9 +133,11 @@ def bumped(
     rows: Sequence[Row],
     impact: dict[str, Any] | None = None,
     impact_markdown: str = "",
+    specs: Sequence[str] = (),
 ) -> Plan:
     """``bump`` to ``tag`` applies: a pull request. ``impact``: what the move does to the tree's couplings
-    (``judge.couplings.report.summary_json``), its ``impact_markdown`` a section of the body."""
+    (``judge.couplings.report.summary_json``), its ``impact_markdown`` a section of the body; ``specs``: the
+    shipped specs' sweep at ``tag`` (one line each), for the trees that bump to it."""
     if no_copy_reason is not None:
         done = f"`{MODULE}` is removed: {no_copy_reason}."
     else:
@@ -132,6 +151,16 @@ def bumped(
         _checklist(tag),
         _section(f"What each delta does at {tag}", _deltas_text(outcomes, tag, no_copy_reason)),
         _matrix_section(pinned, rows),
+        *(
+            [
+                _section(
+                    f"The shipped specs at {tag} (`balance-patchgen specs sweep {tag}`)",
+                    _fenced("\n".join(specs), "text"),
+                )
+            ]
+            if specs
+            else []
+        ),
         *([impact_markdown.rstrip("\n")] if impact_markdown else []),
     ]
     body = _with_diff(sections, pinned, tag, method_diff)
@@ -173,12 +202,7 @@ def blocked(
         _section("What failed", f"{error}\n\nUpstream lines where it was expected:\n\n{_fenced(error.detail, 'text')}")
         if error.detail
         else _section("What failed", str(error)),
-        _section(
-            "What to do",
-            "Upstream changed the shape an anchor relies on. Accepting a new shape is a maintainer's decision, "
-            "made in `generator/deltas.py` (and its independent twin in `generator/verify.py`), never a silent "
-            f"skip: see `docs/pin-bump.md`. Then `balance-patchgen bump {tag}` and `make test`, or keep the pin.",
-        ),
+        _section("What to do", _what_to_do(error, tag)),
         _matrix_section(pinned, rows),
         *([impact_markdown.rstrip("\n")] if impact_markdown else []),
     ]
@@ -194,7 +218,7 @@ def blocked(
         exit_code=4,
         failure=failure,
         matrix=[_row_json(r) for r in rows],
-        issue={"title": issue_title(tag), "body": body},
+        issue={"title": issue_title(tag, error), "body": body},
     )
 
 
@@ -216,9 +240,11 @@ def matrix_plan(asked: Sequence[str], rows: Sequence[Row]) -> Plan:
         first = failed[0].error
         assert first is not None
         plan["failure"] = _failure_json(first)
+        specs_only = all(isinstance(r.error, EditDoesNotApply) for r in failed)
         lines = "\n".join(r.line for r in rows)
+        what = "an edit of a shipped spec" if specs_only else "a balance delta"
         body = [
-            f"`balance-patchgen matrix {' '.join(asked)}` finds a balance delta that no longer applies. "
+            f"`balance-patchgen matrix {' '.join(asked)}` finds {what} that no longer applies. "
             "Opened by the `bump` workflow's early warning; the next release cut from there would block the bump.",
             _section("matrix", _fenced(lines, "text")),
         ]
@@ -229,12 +255,17 @@ def matrix_plan(asked: Sequence[str], rows: Sequence[Row]) -> Plan:
         body.append(
             _section(
                 "What to do",
-                "Nothing is broken yet: the pin is a release. Re-anchor the delta in `generator/deltas.py` (and "
-                "`generator/verify.py`) before the release ships, or tell vLLM upstream (`balance-patchgen seam`). "
-                "Close this issue once `matrix` is clean again.",
+                "Nothing is broken yet: the pin is a release. "
+                + (
+                    "Re-anchor the spec's edit in `generator/tree/layouts/` before the release ships (docs/copies.md). "
+                    if specs_only
+                    else "Re-anchor the delta in `generator/build/deltas.py` (and `generator/build/verify.py`) "
+                    "before the release ships, or tell vLLM upstream (`balance-patchgen seam`). "
+                )
+                + "Close this issue once `matrix` is clean again.",
             )
         )
-        plan["issue"] = {"title": issue_title(where), "body": _clip("\n\n".join(body))}
+        plan["issue"] = {"title": issue_title(where, first if specs_only else None), "body": _clip("\n\n".join(body))}
     return plan
 
 
@@ -290,6 +321,12 @@ def _deltas_text(outcomes: Sequence[Outcome], tag: str, no_copy_reason: str | No
         details = "".join(f"\n  - {d}" for d in o.details)
         items.append(f"- delta {o.number}: {o.title}{state}{details}")
     return "\n".join(items)
+
+
+def _specs_section(tag: str, lines: Sequence[str]) -> str:
+    return _section(
+        f"The shipped specs at {tag} (`balance-patchgen specs sweep {tag}`)", _fenced("\n".join(lines), "text")
+    )
 
 
 def _matrix_section(pinned: str, rows: Sequence[Row]) -> str:

@@ -63,6 +63,9 @@ class CopySpec:
     # The first vLLM release the edits were written against: a copy not yet generated (no markers) in a
     # tree pinned to an older release is left as it is, and said so; a generated one is always regenerated.
     since: str | None = None
+    # Shipped with the tool (tree/layouts/), not the tree's own balance-patchgen.toml: its fix is in the tree's
+    # copy of the specs, which ``specs export`` writes.
+    shipped: bool = False
 
     @property
     def label(self) -> str:
@@ -155,7 +158,7 @@ def load_text(text: str, root: Path, kind: str, where: str) -> Layout:
     declared, paths = _couplings(data.get("couplings"), f"{where} [couplings]")
     if not isinstance(raw, list) or not (raw or registry or declared or paths):
         raise UsageError(f"{where} declares no [[copy]]: add one per copied function (docs/copies.md)")
-    copies = tuple(_copy(entry, f"{where} [[copy]] #{n}") for n, entry in enumerate(raw, 1))
+    copies = tuple(_copy(entry, f"{where} [[copy]] #{n}", kind != "declared") for n, entry in enumerate(raw, 1))
     names = [c.name for c in copies]
     if len(set(names)) != len(names):
         raise UsageError(f"{where}: copy names repeat ({', '.join(names)}): give each copy its own name")
@@ -232,7 +235,7 @@ def _qualified(value: str, key: str, where: str) -> tuple[str, str, str]:
     return file, cls, method
 
 
-def _copy(entry: object, where: str) -> CopySpec:
+def _copy(entry: object, where: str, shipped: bool) -> CopySpec:
     if not isinstance(entry, dict):
         raise UsageError(f"{where} must be a table: see docs/copies.md")
     keys = {"name", "upstream", "destination", "python", "gate_form", "edit", "optional", "hand_kept", "since"}
@@ -283,13 +286,14 @@ def _copy(entry: object, where: str) -> CopySpec:
         optional=optional,
         hand_kept=hand_kept,
         since=since,
+        shipped=shipped,
     )
 
 
 def _edit(entry: object, where: str) -> Edit:
     if not isinstance(entry, dict):
         raise UsageError(f"{where} must be a table: see docs/copies.md")
-    _only(entry, {"name", "anchor", *KINDS}, where)
+    _only(entry, {"name", "anchor", "until", "why", *KINDS}, where)
     kinds = [k for k in KINDS if k in entry]
     if len(kinds) != 1:
         raise UsageError(f"{where}: give exactly one of {', '.join(KINDS)} (found {len(kinds)})")
@@ -301,4 +305,12 @@ def _edit(entry: object, where: str) -> Edit:
     check_statements(anchor, f"{where} anchor")
     if code.strip():
         check_statements(code, f"{where} {kind}")
-    return Edit(name=_str(entry, "name", where), anchor=anchor, kind=kind, code=code)
+    until = entry.get("until")
+    if until is not None:
+        until = validate_tag(until if isinstance(until, str) else "", origin=f"{where} until")
+        if not isinstance(entry.get("why"), str) or not entry["why"].strip():
+            raise UsageError(f"{where}: until needs why, the reason the edit stops there: see docs/copies.md")
+    elif "why" in entry:
+        raise UsageError(f"{where}: why goes with until (the release the edit stops after): see docs/copies.md")
+    why = " ".join(str(entry.get("why", "")).split())
+    return Edit(name=_str(entry, "name", where), anchor=anchor, kind=kind, code=code, until=until, why=why)

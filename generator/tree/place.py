@@ -22,12 +22,12 @@ import libcst as cst
 
 from generator.build import astpattern, copy_forms, deltas, edits, extract, imports
 from generator.build.render import _without_leading_blanks
-from generator.errors import TreeRefused
+from generator.errors import EditDoesNotApply, TreeRefused
 from generator.judge import migrate, provenance
 from generator.sources.base import UpstreamFile
 from generator.tags import version_key, version_of
 from generator.tree import region
-from generator.tree.layout import CopySpec
+from generator.tree.layout import SPEC_FILE, CopySpec
 
 GATE_FORM = "gate form"  # the begin marker's field naming the delta-2 form the copy is written in
 # Which leader a class reads, by the balance state its own (hand-written) code keeps.
@@ -178,7 +178,7 @@ def build(spec: CopySpec, upstream: UpstreamFile, text: str, shown: str) -> Buil
         skipped = [f"{o.number} not needed at {upstream.tag}" for o in patched.outcomes if not o.applied]
         summary.append(f"balance deltas {', '.join(applied)}" + "".join(f"; {s}" for s in skipped))
     if spec.edits:
-        method, done = edits.apply(module, method, spec, tag=upstream.tag, upstream_text=upstream.text)
+        method, done = _edited(module, method, spec, upstream)
         names = ", ".join(e.name for e in spec.edits)
         summary.append(f"{len(done)} edit{'s' * (len(done) != 1)} of spec {spec.name!r}: {names}")
     method_text = _method_text(module, method, where.indent)
@@ -202,6 +202,25 @@ def build(spec: CopySpec, upstream: UpstreamFile, text: str, shown: str) -> Buil
     notes += note
     outside = "".join(difflib.unified_diff(replaced.splitlines(True), final.splitlines(True), shown, shown, n=2))
     return Built(spec, text, final, upstream.tag, edits_line, outside, where, tuple(notes), rendered=new_region)
+
+
+def _edited(
+    module: cst.Module, method: cst.FunctionDef, spec: CopySpec, upstream: UpstreamFile
+) -> tuple[cst.FunctionDef, tuple[edits.Applied, ...]]:
+    """The spec's edits applied; a shipped spec's refusal names where the tree fixes it (its own copy)."""
+    try:
+        return edits.apply(module, method, spec, tag=upstream.tag, upstream_text=upstream.text)
+    except EditDoesNotApply as error:
+        if not spec.shipped:
+            raise
+        message = str(error).removesuffix(", or keep the pin")
+        raise EditDoesNotApply(
+            f"{message} (this spec is built in: `balance-patchgen --root . specs export` writes the built-in "
+            f"specs into the tree's {SPEC_FILE}, which then wins; see docs/adopting.md), or keep the pin",
+            spec=error.spec,
+            edit=error.edit,
+            detail=error.detail,
+        ) from None
 
 
 def _with_payload(text: str, spec: CopySpec, count: str, shown: str) -> tuple[str, list[str]]:
