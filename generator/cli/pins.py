@@ -16,7 +16,7 @@ from generator.cli import context, couplings, in_tree
 from generator.cli.context import DEFAULT_OUTPUT, SourceOptions, source_options
 from generator.cli.exits import exit_code_for
 from generator.cli.root import root_option
-from generator.errors import FileRefused, UsageError
+from generator.errors import FileRefused, PatchgenError, UsageError
 from generator.judge.couplings import report
 from generator.pins import matrix as matrix_rows
 from generator.pins import pin_bump, plan
@@ -26,10 +26,15 @@ from generator.sources.base import UpstreamFile
 from generator.sources.releases import newest_release, released_tags
 from generator.sources.resolve import SourceKind, check_refs
 from generator.tags import is_release_tag, validate_ref, validate_tag
+from generator.tree import specs as shipped_specs
 
 F = TypeVar("F", bound=Callable[..., Any])
 # The pull request body's share for the impact section (the body's limit is GitHub's; upstream's diff gets the rest).
 IMPACT_BODY_LIMIT = 20_000
+
+
+def _swept(upstream: UpstreamFile) -> list[tuple[str, PatchgenError | None]]:
+    return [(s.line, s.error) for s in shipped_specs.sweeps(upstream)]
 
 
 def _plan_option(func: F) -> F:
@@ -149,6 +154,7 @@ def _bump_plan(sources: SourceOptions, old: UpstreamFile, new: UpstreamFile, wit
     if new.tag == old.tag:
         return plan.up_to_date(old.tag)
     rows = [matrix_rows.row(tag, partial(sources.fetch, tag)) for tag in pin_bump.releases_between(old.tag, new.tag)]
+    swept = shipped_specs.sweeps(new)
     found = couplings.compute(context.layout(), old.tag, new.tag, sources) if with_impact else None
     summary = report.summary_json(found) if found else None
     section = report.markdown(found, limit=IMPACT_BODY_LIMIT) if found else ""
@@ -162,6 +168,17 @@ def _bump_plan(sources: SourceOptions, old: UpstreamFile, new: UpstreamFile, wit
         return plan.blocked(
             old.tag, new.tag, method_diff=method_diff, error=error, rows=rows, impact=summary, impact_markdown=section
         )
+    failed = [s.error for s in swept if s.error is not None]
+    if failed:  # a tree bumping to the tag would meet exit 4 in a spec the tool ships: an issue first
+        return plan.blocked(
+            old.tag,
+            new.tag,
+            method_diff=method_diff,
+            error=failed[0],
+            rows=rows,
+            impact=summary,
+            impact_markdown=section,
+        )
     return plan.bumped(
         old.tag,
         new.tag,
@@ -171,6 +188,7 @@ def _bump_plan(sources: SourceOptions, old: UpstreamFile, new: UpstreamFile, wit
         rows=rows,
         impact=summary,
         impact_markdown=section,
+        specs=[s.line for s in swept],
     )
 
 
@@ -182,6 +200,7 @@ def _bump_plan(sources: SourceOptions, old: UpstreamFile, new: UpstreamFile, wit
     is_flag=True,
     help=f"Also the vLLM commit in {MAIN_VERIFIED_FILE} (needs a git source).",
 )
+@click.option("--specs", "with_specs", is_flag=True, help="Also sweep the specs the tool ships (`specs sweep`).")
 @_plan_option
 @source_options
 @root_option
@@ -189,6 +208,7 @@ def matrix(
     tags: tuple[str, ...],
     since: str | None,
     main_verified: bool,
+    with_specs: bool,
     plan_file: Path | None,
     source: str,
     vllm_repo: str | None,
@@ -210,8 +230,9 @@ def matrix(
     rows = []
     for name in asked:
         fetch = partial(sources.fetch_ref, name) if name in refs else partial(sources.fetch, name)
-        rows.append(matrix_rows.row(name, fetch))
-        click.echo(rows[-1].line)
+        for row in matrix_rows.rows(name, fetch, _swept if with_specs else None):
+            rows.append(row)
+            click.echo(row.line)
     failed = [r.error for r in rows if r.error is not None]
     if plan_file is not None and all(isinstance(e, matrix_rows.PLANNED_ERRORS) for e in failed):
         _write_plan(plan_file, plan.matrix_plan(named or [f"releases since {since}"], rows))
