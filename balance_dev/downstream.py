@@ -25,8 +25,6 @@ than "vllm not a git checkout", no results, or their comparison says the copy is
 from __future__ import annotations
 
 import argparse
-import hashlib
-import io
 import itertools
 import json
 import os
@@ -44,9 +42,10 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from balance_dev import plugin_trees
 from generator.errors import PatchgenError
 from generator.pins.pin import PIN_FILE, read_pin
-from generator.sources import cache, copies, index
+from generator.sources import copies
 from generator.tags import version_of
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -82,7 +81,6 @@ NOT_INSTALLED = frozenset(
     )
 )
 STAMP_FORMAT = 1  # bump when what a venv gets changes, so old stamps stop matching
-SDIST_TIMEOUT_S = 600.0  # ~21 MB in one read; the index module's 60 s default is sized for range reads
 PIP = ("-m", "pip", "install", "-q", "--disable-pip-version-check")
 NICE = ("nice", "-n", "10")  # 2 cores shared with other jobs: installs and pytest yield to them
 
@@ -103,40 +101,17 @@ def say(message: str) -> None:
 
 def sdist_bytes(version: str) -> bytes:
     """vllm-ascend ``version``'s sdist, verified against the index's sha256 once, then from the cache."""
-    filename = f"vllm_ascend-{version}.tar.gz"
-    path = cache.cache_root() / PROJECT / version / filename
-    if (data := cache.load_at(path)) is not None:
-        say(f"{filename} from the cache ({path.parent})")
-        return data
-    listed = {f.filename: f for f in index.list_files(PROJECT)}
-    found = listed.get(filename)
-    if found is None:
-        raise HarnessError(f"the package index has no {filename}: is {version} a vllm-ascend release?")
-    if found.sha256 is None:
-        raise HarnessError(f"the package index publishes no sha256 for {filename}: it cannot be checked")
-    say(f"downloading {filename} ({(found.size or 0) / 1e6:.1f} MB)")
-    data = index.RangeReader(found.url, found.size, deadline=_sdist_deadline(), sha256=found.sha256).read()
-    if hashlib.sha256(data).hexdigest() != found.sha256:
-        raise HarnessError(f"{filename} does not match the sha256 the package index publishes for it: retry")
-    cache.store_at(path, data)
-    return data
-
-
-def _sdist_deadline() -> index.Deadline:
-    if os.environ.get(index.FETCH_TIMEOUT_ENV, "").strip():
-        return index.Deadline.from_env()
-    return index.Deadline(SDIST_TIMEOUT_S)
+    try:
+        return plugin_trees.sdist_bytes(PROJECT, version)
+    except plugin_trees.TreeUnavailable as exc:
+        raise HarnessError(str(exc)) from None
 
 
 def extract_tree(data: bytes, dest: Path, version: str) -> Path:
     """A fresh copy of the sdist's tree under ``dest``, plus the _build_info.py their setup.py would write."""
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        # "data": no member may land outside dest, be a device, or keep set-uid bits.
-        tar.extractall(dest, filter="data")
-    tree = dest / f"vllm_ascend-{version}"
+    tree = plugin_trees.unpack(data, dest)
+    if tree.name != f"vllm_ascend-{version}":
+        raise HarnessError(f"the sdist of {version} unpacks to {tree.name}, not vllm_ascend-{version}")
     missing = [p for p in (str(PIN_FILE), "tests/ut/conftest.py") if not (tree / p).is_file()]
     if missing:
         raise HarnessError(f"the sdist of {version} lacks {', '.join(missing)}: this harness needs its test tree")

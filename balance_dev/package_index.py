@@ -26,6 +26,20 @@ def wheel_bytes(version: str, member: bytes, record_of: bytes) -> bytes:
     return buffer.getvalue()
 
 
+def wheel_of(version: str, members: dict[str, bytes], record: dict[str, bytes] | None = None) -> bytes:
+    """A vLLM wheel holding ``members``; its RECORD hashes ``record`` (default: the members themselves)."""
+    rows = ""
+    for name, data in (record or members).items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows += f"{name},sha256={digest},{len(data)}\n"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+        archive.writestr(f"vllm-{version}.dist-info/RECORD", rows)
+    return buffer.getvalue()
+
+
 def wheel_name(version: str) -> str:
     return f"vllm-{version}-cp38-abi3-manylinux_2_28_x86_64.whl"
 

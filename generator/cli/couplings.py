@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import click
@@ -84,7 +85,9 @@ def compute(layout: Layout, old: str, new: str, sources: context.SourceOptions) 
         text = spec.read_text(encoding="utf-8", errors="replace") if spec.is_file() else ""
         declared += registry.listed(list(layout.declared), "balance-patchgen.toml", text)
         read_registry = read_registry or "balance-patchgen.toml"
+    clock = time.monotonic()
     a, b = _package(old, sources), _package(new, sources)
+    reads = time.monotonic() - clock
     found = run(
         layout.root,
         a,
@@ -95,10 +98,12 @@ def compute(layout: Layout, old: str, new: str, sources: context.SourceOptions) 
         commits=_commits(sources, a, b),
         progress=context.progress,
     )
+    found.seconds = {"upstream reads": reads, **found.seconds}
     return found
 
 
 def _some_python(found: Impact) -> Impact:
+    context.progress(report.timing_line(found))
     if not found.files:
         reason = (
             f" ({len(found.skipped)} skipped: {found.skipped[0].path} {found.skipped[0].reason})"

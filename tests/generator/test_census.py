@@ -8,20 +8,18 @@ every expected count follows from the edits the test makes.
 from __future__ import annotations
 
 import ast
-import base64
 import copy as copying
 import hashlib
 import io
 import json
 import tarfile
-import zipfile
 from collections.abc import Collection
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from balance_dev.package_index import wheel_name
+from balance_dev.package_index import wheel_name, wheel_of
 from generator import cli
 from generator.errors import SourceUnavailable, UsageError
 from generator.judge import census, provenance
@@ -329,20 +327,6 @@ def test_cli_text_and_json_without_releases(tmp_path: Path, scheduler_text: str,
     assert (entry["upstream"]["differing"], entry["closest"]) == (3, None)
 
 
-def _wheel(version: str, members: dict[str, bytes], record: dict[str, bytes] | None = None) -> bytes:
-    """A vLLM wheel holding ``members``; its RECORD hashes ``record`` (default: the members themselves)."""
-    rows = ""
-    for name, data in (record or members).items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        rows += f"{name},sha256={digest},{len(data)}\n"
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
-        archive.writestr(f"vllm-{version}.dist-info/RECORD", rows)
-    return buffer.getvalue()
-
-
 def test_cli_reads_each_release_from_the_index_once(
     tmp_path: Path,
     local_index: dict[str, bytes],
@@ -353,7 +337,7 @@ def test_cli_reads_each_release_from_the_index_once(
     copied = _method(copy_text, "MyScheduler", "schedule")
     older = _module("Scheduler", None, copied).encode()
     for version, text in (("1.0.0", older), ("1.1.0", scheduler_text.encode())):
-        local_index[wheel_name(version)] = _wheel(version, {UPSTREAM_PATH: text, "vllm/other.py": b"x = 1\n"})
+        local_index[wheel_name(version)] = wheel_of(version, {UPSTREAM_PATH: text, "vllm/other.py": b"x = 1\n"})
     upstream = _upstream_tree(tmp_path / "up", {UPSTREAM_PATH: scheduler_text})
     tree = _tree(tmp_path / "tree", {"pkg/copies.py": copy_text})
     args = ("--root", str(tree), "census", "--vllm-source", str(upstream), "--since", "v1.0.0")
@@ -387,7 +371,7 @@ def test_release_files_by_path_are_checked_cached_and_share_the_scheduler_entry(
     local_index: dict[str, bytes], monkeypatch: pytest.MonkeyPatch, scheduler_text: str
 ) -> None:
     members = {UPSTREAM_PATH: scheduler_text.encode(), "vllm/v1/other.py": b"def f():\n    return 1\n"}
-    local_index[wheel_name("9.0.0")] = _wheel("9.0.0", members)
+    local_index[wheel_name("9.0.0")] = wheel_of("9.0.0", members)
     wanted = [UPSTREAM_PATH, "vllm/v1/other.py", "vllm/v1/absent.py"]
     assert fetch_release_files("v9.0.0", wanted) == {**members, "vllm/v1/absent.py": None}
     # scheduler.py where fetch_upstream has always kept it; other files by their path.
@@ -407,7 +391,7 @@ def test_release_files_by_path_are_checked_cached_and_share_the_scheduler_entry(
 
 def test_a_release_file_that_does_not_match_the_record_is_refused(local_index: dict[str, bytes]) -> None:
     members = {"vllm/v1/other.py": b"x = 2\n"}
-    local_index[wheel_name("9.0.0")] = _wheel("9.0.0", members, record={"vllm/v1/other.py": b"x = 1\n"})
+    local_index[wheel_name("9.0.0")] = wheel_of("9.0.0", members, record={"vllm/v1/other.py": b"x = 1\n"})
     with pytest.raises(
         SourceUnavailable, match=r"vllm/v1/other\.py in vllm-9\.0\.0-.* does not match the wheel's RECORD"
     ):

@@ -84,7 +84,7 @@ class Scope:
                 found: list[Ref | None] = list(refs(expr, self, seen | {key}))
                 for ref in found or [None]:
                     self.bind(name, ref)
-        return [r for r in self.names.get(name, []) if r is not None]
+        return list(dict.fromkeys(r for r in self.names.get(name, []) if r is not None))  # `import vllm` twice: once
 
 
 def refs(expr: ast.AST, scope: Scope, seen: frozenset[tuple[int, str]] = frozenset()) -> list[Ref]:

@@ -14,6 +14,7 @@ module of B by its own name (and kind); found, it moved; else it is removed.
 from __future__ import annotations
 
 import ast
+import copy
 import difflib
 import re
 from collections.abc import Iterable
@@ -40,7 +41,7 @@ _TOP_LEVEL = re.compile(r"^(?:async[ \t]+def|def|class)[ \t]+(\w+)|^(\w+)[ \t]*(
 @dataclass(frozen=True)
 class Change:
     status: str
-    parts: tuple[str, ...] = ()  # what changed: signature, body, value, bases, members, kind
+    parts: tuple[str, ...] = ()  # what changed: signature, body, value, bases, members, kind, defined in
     detail: str = ""  # the members that changed, where it moved, why it is unresolved
     moved_to: str | None = None
     old: Definition | None = None
@@ -49,6 +50,7 @@ class Change:
 
 
 def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
+    """``body`` without its docstring (the same list when it has none)."""
     first = body[0] if body else None
     if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
         return body[1:]
@@ -56,7 +58,24 @@ def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
 
 
 def _dump(nodes: Iterable[ast.AST | None]) -> str:
-    return "|".join(ast.dump(n) if n is not None else "-" for n in nodes)
+    """The nodes as ``ast`` sees them, the docstrings of every def and class inside them left out."""
+    return "|".join(ast.dump(_undocumented(n)) if n is not None else "-" for n in nodes)
+
+
+def _undocumented(node: ast.AST) -> ast.AST:
+    documented = [
+        n
+        for n in ast.walk(node)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module))
+        and _without_docstring(n.body) is not n.body
+    ]
+    if not documented:
+        return node
+    node = copy.deepcopy(node)
+    for inner in ast.walk(node):
+        if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)):
+            inner.body = _without_docstring(inner.body) or [ast.Pass()]
+    return node
 
 
 def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
@@ -242,9 +261,11 @@ def judge(name: str, old: Resolution, new: Resolution, a: Resolver, b: Resolver,
         return Change(ADDED, detail=f"new at {b.label} ({new.kind} {new.name})", new=new)
     assert isinstance(old, Definition)
     if isinstance(new, NotFound):
-        # The path the tree uses is gone; is the definition it reached still where it was defined?
-        kept = b.resolve(old.name) if old.name != name else new
-        moved = kept if isinstance(kept, Definition) else mover.find(old, a)
+        # The path the tree uses is gone. Reached through a re-export, the definition may still stand where
+        # it was defined; reached as a member a class inherited, it went with the class.
+        reexported = old.name != name and name.endswith("." + old.qualname)
+        kept = b.resolve(old.name) if reexported else new
+        moved = kept if isinstance(kept, Definition) else mover.find(old, a) if old.name == name else None
         if moved is None:
             return Change(REMOVED, detail=new.why, old=old)
         parts, detail = parts_of(old, moved, a, b)
@@ -253,7 +274,10 @@ def judge(name: str, old: Resolution, new: Resolution, a: Resolver, b: Resolver,
         return Change(MOVED, parts, f"{where}; {detail}" if detail else where, moved.name, old, moved, diff)
     parts, detail = parts_of(old, new, a, b)
     diff = _diff(old, new, a, b) if parts else ""
-    if new.name != old.name:
+    if new.qualname != old.qualname:  # another class defines it now (inherited, or overridden): a change
+        where = f"defined by {new.name} at {b.label}, by {old.name} at {a.label}"
+        return Change(CHANGED, ("defined in", *parts), f"{where}; {detail}" if detail else where, None, old, new, diff)
+    if new.module != old.module:
         where = f"now defined as {new.name}"
         return Change(MOVED, parts, f"{where}; {detail}" if detail else where, new.name, old, new, diff)
     return Change(CHANGED if parts else UNCHANGED, parts, detail, None, old, new, diff)

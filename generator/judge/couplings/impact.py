@@ -348,6 +348,8 @@ def run(
     clock = time.monotonic()
     a, b = Resolver(old), Resolver(new)
     couplings += overrides(tree, a, b)
+    seconds["overrides"] = time.monotonic() - clock
+    clock = time.monotonic()
     couplings, symbols = judge(tree, couplings, a, b, commits)
     couplings = declarations(couplings, symbols, registry is not None or bool(declared))
     couplings.sort(key=lambda c: (c.path, c.line, KINDS.index(c.kind), c.upstream))

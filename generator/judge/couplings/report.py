@@ -49,22 +49,27 @@ def _named(coupling: Coupling) -> str:
     return shown
 
 
-def summary_lines(impact: Impact) -> list[str]:
+def summary_lines(impact: Impact, *, where: bool = True) -> list[str]:
+    """Counts first: by status, by kind; ``where``: the tree's root in the first line."""
     counts = impact.counts()
     kinds = Counter(c.kind for c in impact.couplings)
     tests = sum(is_test(c.path) for c in impact.couplings)
     total = sum(counts.values())
-    took = ", ".join(f"{k} {v:.1f}" for k, v in impact.seconds.items())
     lines = [
-        f"{total} couplings of {impact.root} to vLLM, {impact.old} -> {impact.new}: "
+        f"{total} couplings{f' of {impact.root}' if where else ''} to vLLM, {impact.old} -> {impact.new}: "
         + ", ".join(f"{counts[s]} {s}" for s in changes.STATUSES),
         "by kind: " + ", ".join(f"{kinds[k]} {k}" for k in KINDS) + f" ({tests} in tests)",
         f"{impact.files} files read"
         + (f", {len(impact.skipped)} skipped ({_skipped(impact)})" if impact.skipped else "")
-        + (f"; registry {impact.registry}" if impact.registry else "")
-        + (f"; {sum(impact.seconds.values()):.1f} s ({took})" if impact.seconds else ""),
+        + (f"; registry {impact.registry}" if impact.registry else ""),
     ]
     return lines
+
+
+def timing_line(impact: Impact) -> str:
+    """Where the time went (stderr: the report itself is the same bytes run to run)."""
+    took = ", ".join(f"{k} {v:.1f}" for k, v in impact.seconds.items())
+    return f"{sum(impact.seconds.values()):.1f} s ({took})"
 
 
 def _skipped(impact: Impact, limit: int = 3) -> str:
@@ -265,7 +270,7 @@ def summary_json(impact: Impact, *, sites: int = 20) -> dict[str, Any]:
 
 def bump_lines(impact: Impact, *, listed: int = 40) -> list[str]:
     """What ``bump`` prints: the counts, then the definitions that need reading, the most urgent first."""
-    out = summary_lines(impact)[:2]
+    out = summary_lines(impact, where=False)[:2]
     needs = _needs_reading(impact)
     for name, used in list(needs.items())[:listed]:
         where = ", ".join(c.site for c in used[:3]) + (f" and {len(used) - 3} more" if len(used) > 3 else "")

@@ -1,0 +1,120 @@
+"""impact on vLLM plugins' published trees (their sdists on the index, cached), held to docs/impact.md and to an
+independent reading of both releases' files.
+
+Nothing of a plugin is kept here: each tree is fetched at test time. The figures docs/impact.md states
+for each tree are read from its table and must be what the tool finds; and each coupling whose
+definition stands at the same place in both releases must have the status this file's own reading
+gives (stdlib ``ast``, docstrings aside), whatever the code under test says of it.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+
+from balance_dev import plugin_trees
+from balance_dev.project_files import REPO_ROOT
+from generator.cli import main
+from generator.sources import package
+
+SCHEMA = json.loads((REPO_ROOT / "generator/judge/couplings/impact.schema.json").read_text())
+DOC = REPO_ROOT / "docs/impact.md"
+TO = "v0.33.0"  # fixed, not the newest: the figures must not move when vLLM releases again
+
+# project, version, --from (None: the tree's own pin)
+TREES = [
+    ("vllm-ascend", "0.30.0rc2", None),
+    ("tpu-inference", "0.32.0", "v0.32.0"),
+    ("vllm-kunlun", "0.11.1", "v0.11.1"),
+]
+STATUSES = ("removed", "moved", "changed", "added", "redundant", "unresolved", "unchanged")
+
+
+def _documented(project: str, version: str) -> dict[str, int]:
+    """The counts docs/impact.md's table states for the tree, by status."""
+    for line in DOC.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells and cells[0] == f"{project} {version}":
+            header = next(
+                [c.strip() for c in row.strip().strip("|").split("|")]
+                for row in DOC.read_text().splitlines()
+                if row.startswith("| tree |")
+            )
+            return {s: int(re.sub(r"\D", "", cells[header.index(s)])) for s in STATUSES}
+    raise AssertionError(f"docs/impact.md has no row for {project} {version}")
+
+
+def _module_and_qualname(files: package.Package, name: str) -> tuple[str, str] | None:
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        path = files.module_path(".".join(parts[:i]))
+        if path is not None:
+            return path, ".".join(parts[i:])
+    return None
+
+
+def _find(tree: ast.Module, qualname: str) -> ast.AST | None:
+    node: ast.AST = tree
+    for part in qualname.split(".") if qualname else []:
+        found = [
+            n
+            for n in getattr(node, "body", [])
+            if (isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == part)
+            or (isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == part for t in n.targets))
+            or (isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.target.id == part)
+        ]
+        if not found:
+            return None
+        node = found[-1]
+    return node
+
+
+def _plain(node: ast.AST) -> str:
+    node = ast.parse(ast.unparse(node))
+    for inner in ast.walk(node):
+        body = getattr(inner, "body", None)
+        first = body[0] if isinstance(body, list) and body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            inner.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
+    return ast.dump(node)
+
+
+@pytest.mark.network
+@pytest.mark.parametrize(("project", "version", "old"), TREES, ids=[f"{p}-{v}" for p, v, _ in TREES])
+def test_a_published_plugin_tree(project: str, version: str, old: str | None, tmp_path: Path) -> None:
+    tree = plugin_trees.tree(project, version, tmp_path / "tree")
+    args = ["impact", "--root", str(tree), "--to", TO, "--format", "json", *(["--from", old] if old else [])]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    jsonschema.validate(report, SCHEMA)
+    assert report["counts"] == _documented(project, version)
+    # Every coupling whose definition stands at the same place at both releases: its status is what the two
+    # releases' own files say, read here.
+    a, b = package.release(report["from"]), package.release(TO)
+    checked = 0
+    for coupling in report["couplings"]:
+        if coupling["status"] not in ("unchanged", "changed") or not coupling["name"] or coupling["kind"] == "copy":
+            continue
+        where = _module_and_qualname(a, coupling["name"])
+        if where is None or where[1] == "":
+            continue
+        path, qualname = where
+        text_a, text_b = a.text(path), b.text(path)
+        node_a = _find(ast.parse(text_a or ""), qualname)
+        node_b = _find(ast.parse(text_b), qualname) if text_b is not None else None
+        if node_a is None or node_b is None:
+            continue
+        symbol = report["symbols"].get(coupling["name"])
+        if symbol is not None and symbol["to"] and symbol["to"]["name"] != coupling["name"]:
+            continue  # B reaches it elsewhere (inherited now): not this reading's case
+        expected = "unchanged" if _plain(node_a) == _plain(node_b) else "changed"
+        assert coupling["status"] == expected, coupling
+        checked += 1
+    assert checked > 50, checked
