@@ -1,21 +1,30 @@
 """``regen``, ``check`` and ``verify``: build the copy, gate it against drift, check it independently.
 
-This project's layout keeps one generated module; a tree keeps marked regions (``in_tree``).
+This project's layout keeps one generated module; a tree keeps marked regions (``in_tree``), whose stage
+(``generator.tree``, its judges, the release listing) is imported only for a tree: a warm ``check`` of the
+module is the drift gate's hot path, measured against its floor (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 
 import click
 
 from generator.atomic import require_regular_or_absent, write_all_or_nothing
 from generator.build import pipeline, seam, verify
-from generator.cli import context, in_tree
+from generator.cli import context
 from generator.cli.context import DEFAULT_OUTPUT, MAIN_VERIFIED_OUTPUT, source_options
 from generator.cli.root import root_option
 from generator.errors import DriftFound, UsageError, VerificationFailed
 from generator.judge import check as drift
+
+
+def _in_tree() -> ModuleType:
+    from generator.cli import in_tree  # a tree's commands: see the module's text
+
+    return in_tree
 
 
 @click.command()
@@ -31,7 +40,7 @@ def regen(tag: str | None, source: str, vllm_repo: str | None, output: Path | No
     tag = context.pinned_or(tag)
     if context.layout().is_tree:
         context.no_output_in_tree(output)
-        return in_tree.regen(context.sources(source, vllm_repo).fetch(tag))
+        return _in_tree().regen(context.sources(source, vllm_repo).fetch(tag))
     path = context.output_path(output)
     upstream = context.sources(source, vllm_repo, module=path).fetch(tag)
     if (reason := seam.no_copy_reason(upstream)) is not None:
@@ -76,8 +85,8 @@ def check(
         sources = context.sources(source, vllm_repo)
         upstream = sources.fetch(tag)
         if main_verified:
-            return in_tree.main_verified(upstream, sources.fetch_ref(context.main_verified_ref()))
-        return in_tree.check(upstream, fmt)
+            return _in_tree().main_verified(upstream, sources.fetch_ref(context.main_verified_ref()))
+        return _in_tree().check(upstream, fmt)
     if main_verified:
         upstream = context.sources(source, vllm_repo).fetch_ref(context.main_verified_ref())
         output = output or MAIN_VERIFIED_OUTPUT
@@ -112,7 +121,7 @@ def verify_cmd(file: Path | None, tag: str | None, source: str, vllm_repo: str |
     """Check independently that FILE's schedule() minus the deltas is upstream's."""
     tag = context.pinned_or(tag)
     if context.layout().is_tree:
-        return in_tree.verify_copy(file, context.sources(source, vllm_repo).fetch(tag))
+        return _in_tree().verify_copy(file, context.sources(source, vllm_repo).fetch(tag))
     path = file if file is not None else context.root() / DEFAULT_OUTPUT
     require_regular_or_absent(path, what="FILE")
     try:
