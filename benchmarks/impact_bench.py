@@ -1,0 +1,86 @@
+"""``make bench-impact``: where ``impact`` spends its time on vllm-ascend 0.30.0rc2's tree, v0.30.0 to v0.33.0.
+
+Cold: an empty upstream cache (both releases' files read from the package index, release A's census
+index built); warm: the same run again. Each run is the CLI in a fresh process, as a user runs it;
+the phases are what it reports on stderr (the tree's sdist itself comes from the user's cache, read
+once, not timed). Prints a table and writes benchmarks/results/impact.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from balance_dev import plugin_trees
+
+RESULTS = Path(__file__).resolve().parent / "results" / "impact.md"
+TREE = ("vllm-ascend", "0.30.0rc2")
+TO = "v0.33.0"
+_TOOK = re.compile(r"balance-patchgen: ([0-9.]+) s \((.*)\)$", re.M)
+
+
+def _run(tree: Path, cache: Path) -> tuple[float, float, dict[str, float]]:
+    env = {**os.environ, "BALANCE_PATCHGEN_CACHE": str(cache)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "generator", "impact", "--root", str(tree), "--to", TO, "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"impact failed ({done.returncode}): {done.stderr.strip().splitlines()[-1]}")
+    found = _TOOK.search(done.stderr)
+    if found is None:
+        raise SystemExit("impact reported no timing line on stderr")
+    phases = {k: float(v) for k, v in (p.rsplit(" ", 1) for p in found[2].split(", "))}
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, phases
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--warm-runs", type=int, default=2)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-impact-") as work:
+        tree = plugin_trees.tree(*TREE, Path(work) / "tree")
+        cache = Path(work) / "cache"
+        runs = [("cold", *_run(tree, cache))]
+        runs += [(f"warm {n}", *_run(tree, cache)) for n in range(1, args.warm_runs + 1)]
+    phases = list(runs[0][3])
+    head = ["run", "wall s", "CPU s", *phases]
+    rows = [[name, f"{wall:.1f}", f"{cpu:.1f}", *(f"{p[k]:.1f}" for k in phases)] for name, wall, cpu, p in runs]
+    table = "\n".join(
+        ["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *("| " + " | ".join(r) + " |" for r in rows)]
+    )
+    text = (
+        f"# `impact` on {TREE[0]} {TREE[1]}, its pin to {TO}\n\n"
+        "Written by `make bench-impact` (benchmarks/impact_bench.py): the CLI in a fresh process each run, "
+        "phases as it reports them on stderr. Goal: at most 60 s warm and 5 minutes cold on 2 cores.\n\n"
+        f"{table}\n\n"
+        "- upstream reads: both releases' Python files (the wheel's members in range reads, cold; the cached "
+        "zips, warm);\n- index: release A's census index (every function of the release as statement keys: "
+        "parsing all its files, cold; the cached index, warm);\n- tree: reading and parsing the tree once for "
+        "its sites and its functions;\n- copies: matching the tree's functions against the index;\n- overrides: "
+        "the tree's classes' methods against their vLLM bases at A and B;\n- resolve and compare: every vLLM "
+        "name resolved at A and B and judged (the modules it needs parsed once each).\n"
+    )
+    RESULTS.write_text(text)
+    print(table)
+    print(f"wrote {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
