@@ -425,7 +425,7 @@ def test_what_cannot_be_named_is_listed_unresolved_with_why(releases: tuple[Path
     assert len(nothing) == 1 and nothing[0]["kind"] == "import"
     missing = [c for c in unresolved if c["upstream"] == "vllm.engine.core.Missing.thing"]
     assert len(missing) == 1
-    symbol = report["symbols"][missing[0]["name"]]
+    symbol = report["symbols"][missing[0]["upstream"]]
     assert "resolves to nothing at v1.0.0 nor at v1.1.0" in symbol["detail"]
 
 
@@ -449,12 +449,12 @@ def test_the_registry_and_the_code_are_compared_both_ways(releases: tuple[Path, 
 
 def test_diffs_are_upstreams_own_once_per_definition(releases: tuple[Path, Path], tree: Path) -> None:
     report = _impact(tree)
-    size = report["symbols"]["vllm.config.model.ModelConfig.size"]
+    size = report["symbols"]["vllm.config.ModelConfig.size"]
     assert size["status"] == "changed" and size["parts"] == ["body"]
     assert "-        return self.max_len * 2" in size["diff"] and "+        return self.max_len * 4" in size["diff"]
-    assert report["symbols"]["vllm.config.model.ModelConfig.name"]["parts"] == ["signature"]
+    assert report["symbols"]["vllm.config.model.ModelConfig.name"]["parts"] == ["signature"]  # declared so
     assert report["symbols"]["vllm.engine.core.TIMEOUT"]["parts"] == ["value"]
-    assert "vllm.config.model.ModelConfig.is_mla" not in report["symbols"]  # unchanged: a comment and spacing
+    assert "vllm.config.ModelConfig.is_mla" not in report["symbols"]  # unchanged: a comment and spacing
     moved = report["symbols"]["vllm.engine.utils.gpu_ids"]
     assert moved["moved_to"] == "vllm.worker.devices.gpu_ids" and moved["parts"] == []
     assert moved["commits"] is None  # no git source
@@ -524,7 +524,7 @@ def test_a_git_source_names_the_commits_that_touched_each_change(tmp_path: Path,
     assert code == 0, err
     report = json.loads(out)
     jsonschema.validate(report, SCHEMA)
-    size = report["symbols"]["vllm.config.model.ModelConfig.size"]
+    size = report["symbols"]["vllm.config.ModelConfig.size"]
     assert [c["subject"] for c in size["commits"]] == ["B: move gpu_ids, reword ModelConfig"]
     branch = repo.active_branch.name
     code, out, err = _run(

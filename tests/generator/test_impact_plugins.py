@@ -98,6 +98,13 @@ def test_a_published_plugin_tree(project: str, version: str, old: str | None, tm
     # Every coupling whose definition stands at the same place at both releases: its status is what the two
     # releases' own files say, read here.
     a, b = package.release(report["from"]), package.release(TO)
+    parsed: dict[tuple[str, str], ast.Module] = {}
+
+    def tree_of(files: package.Package, path: str) -> ast.Module:
+        if (files.label, path) not in parsed:
+            parsed[(files.label, path)] = ast.parse(files.text(path) or "")
+        return parsed[(files.label, path)]
+
     checked = 0
     for coupling in report["couplings"]:
         if coupling["status"] not in ("unchanged", "changed") or not coupling["name"] or coupling["kind"] == "copy":
@@ -106,12 +113,11 @@ def test_a_published_plugin_tree(project: str, version: str, old: str | None, tm
         if where is None or where[1] == "":
             continue
         path, qualname = where
-        text_a, text_b = a.text(path), b.text(path)
-        node_a = _find(ast.parse(text_a or ""), qualname)
-        node_b = _find(ast.parse(text_b), qualname) if text_b is not None else None
+        node_a = _find(tree_of(a, path), qualname)
+        node_b = _find(tree_of(b, path), qualname) if b.text(path) is not None else None
         if node_a is None or node_b is None:
             continue
-        symbol = report["symbols"].get(coupling["name"])
+        symbol = report["symbols"].get(coupling["upstream"])
         if symbol is not None and symbol["to"] and symbol["to"]["name"] != coupling["name"]:
             continue  # B reaches it elsewhere (inherited now): not this reading's case
         expected = "unchanged" if _plain(node_a) == _plain(node_b) else "changed"

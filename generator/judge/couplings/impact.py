@@ -45,7 +45,7 @@ class Coupling:
     detail: str = ""
     why: str = ""  # a site that touches vLLM but cannot be named statically (status unresolved)
     status: str = ""
-    name: str = ""  # where the name is defined (at A, else at B): the key into ``Impact.symbols``
+    name: str = ""  # where the name is defined (at A, else at B)
     declared: bool | None = None  # a patch, in a tree with a registry: does the registry declare it
     touched: bool | None = None  # a declared symbol: does the tree's code touch it
     overlap: tuple[str, ...] = ()  # a copy: A's statements that upstream changed and the copy's edits touch
@@ -216,18 +216,25 @@ def judge(
     b: Resolver,
     commits: Callable[[Change], tuple[tuple[str, str], ...] | None] | None = None,
 ) -> tuple[list[Coupling], dict[str, Symbol]]:
-    """Each coupling with its status, and each vLLM name judged once."""
+    """Each coupling with its status, and each vLLM name (as the tree reaches it) judged once.
+
+    Names, not definitions, are the unit: two paths to one definition at A can part at B (one re-export
+    dropped, a subclass now defining the member its base did), and each says what became of it.
+    """
     mover = Mover(b)
     by_upstream: dict[str, Change] = {}
     symbols: dict[str, Symbol] = {}
+    history: dict[tuple[str | None, str | None], tuple[tuple[str, str], ...] | None] = {}
     for upstream in dict.fromkeys(c.upstream for c in couplings if not c.why):
         change = changes.judge(upstream, a.resolve(upstream), b.resolve(upstream), a, b, mover)
         by_upstream[upstream] = change
-        definition = change.old or change.new
-        name = definition.name if definition is not None else upstream
-        if name not in symbols:
-            found_commits = commits(change) if commits is not None and change.status != changes.UNCHANGED else None
-            symbols[name] = Symbol(name, change, found_commits)
+        found_commits = None
+        if commits is not None and change.status != changes.UNCHANGED:
+            key = (change.old.name if change.old else None, change.new.name if change.new else None)
+            if key not in history:
+                history[key] = commits(change)
+            found_commits = history[key]
+        symbols[upstream] = Symbol(upstream, change, found_commits)
     judged = []
     copies = {(f.path, f.line): f for f in tree.functions}
     for coupling in couplings:
@@ -298,10 +305,10 @@ def declarations(couplings: list[Coupling], symbols: dict[str, Symbol], has_regi
     code = [c for c in couplings if c.kind in ("patch", "override", "copy") and _own_code(c)]
     in_code = {id(c) for c in code}
 
+    kinds = {d.name: d.kind for s in symbols.values() for d in (s.change.old, s.change.new) if d is not None}
+
     def is_class(name: str) -> bool:
-        found = symbols.get(name)
-        definition = (found.change.old or found.change.new) if found else None
-        return definition is not None and definition.kind == "class"
+        return kinds.get(name) == "class"
 
     def touches(code_name: str, symbol: str) -> bool:
         return (

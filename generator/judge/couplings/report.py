@@ -24,7 +24,7 @@ def _describe(coupling: Coupling, impact: Impact) -> str:
     """What happened to the coupling's definition, in a few words."""
     if coupling.why:
         return coupling.why
-    symbol = impact.symbols.get(coupling.name)
+    symbol = impact.symbols.get(coupling.upstream)
     change = symbol.change if symbol is not None else None
     words = []
     if change is not None and change.parts:
@@ -212,14 +212,11 @@ def markdown(impact: Impact, *, limit: int = 60_000, heading: str = "###") -> st
         f"Kinds: {', '.join(f'{sum(c.kind == k for c in impact.couplings)} {k}' for k in KINDS)}; "
         f"read from both releases' own files (`balance-patchgen impact`, docs/impact.md).",
     ]
-    sites = _needs_reading(impact)
-    names = list(sites)
+    needs = _needs_reading(impact)
     for with_diffs in (True, False):
         body = list(head)
-        for name in names:
-            used = sites[name]
+        for name, status, used in needs:
             symbol = impact.symbols.get(name)
-            status = used[0].status
             said = _describe(used[0], impact)
             body.append("")
             body.append(f"- **{status}** `{name}`" + (f": {said}" if said else ""))
@@ -236,26 +233,27 @@ def markdown(impact: Impact, *, limit: int = 60_000, heading: str = "###") -> st
     return cut + f"\n\n(cut at {limit} characters: `balance-patchgen impact --format json` has every coupling)\n"
 
 
-def _needs_reading(impact: Impact) -> dict[str, list[Coupling]]:
-    """Each definition that is not unchanged, with the couplings that use it, most urgent status first."""
-    sites: dict[str, list[Coupling]] = defaultdict(list)
+def _needs_reading(impact: Impact) -> list[tuple[str, str, list[Coupling]]]:
+    """Each vLLM name that is not unchanged, with its status and the couplings that use it, most urgent first."""
+    sites: dict[tuple[str, str], list[Coupling]] = defaultdict(list)
     for c in impact.couplings:
         if c.status != changes.UNCHANGED:
-            sites[c.name or c.upstream].append(c)
+            sites[(c.upstream, c.status)].append(c)  # a copy of a name can be redundant where a patch of it is not
     order = {s: n for n, s in enumerate(changes.STATUSES)}
-    return dict(sorted(sites.items(), key=lambda item: (order[item[1][0].status], item[0])))
+    ranked = sorted(sites.items(), key=lambda item: (order[item[0][1]], item[0][0]))
+    return [(name, status, used) for (name, status), used in ranked]
 
 
 def summary_json(impact: Impact, *, sites: int = 20) -> dict[str, Any]:
     """What a bump's plan carries: counts, and each definition that needs reading with the sites using it."""
     out = []
-    for name, used in _needs_reading(impact).items():
+    for name, status, used in _needs_reading(impact):
         symbol = impact.symbols.get(name)
         change = symbol.change if symbol is not None else None
         out.append(
             {
                 "name": name,
-                "status": used[0].status,
+                "status": status,
                 "parts": list(change.parts) if change else [],
                 "detail": _describe(used[0], impact),
                 "moved_to": change.moved_to if change else None,
@@ -272,10 +270,10 @@ def bump_lines(impact: Impact, *, listed: int = 40) -> list[str]:
     """What ``bump`` prints: the counts, then the definitions that need reading, the most urgent first."""
     out = summary_lines(impact, where=False)[:2]
     needs = _needs_reading(impact)
-    for name, used in list(needs.items())[:listed]:
+    for name, status, used in needs[:listed]:
         where = ", ".join(c.site for c in used[:3]) + (f" and {len(used) - 3} more" if len(used) > 3 else "")
         said = _describe(used[0], impact)
-        out.append(f"  {used[0].status} {name}" + (f": {said}" if said else "") + f" (used at {where})")
+        out.append(f"  {status} {name}" + (f": {said}" if said else "") + f" (used at {where})")
     if len(needs) > listed:
         out.append(
             f"  ... and {len(needs) - listed} more: `balance-patchgen --root . impact --to {impact.new}` "
