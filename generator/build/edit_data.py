@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from generator.errors import UsageError
+from generator.tags import is_release_tag, tag_key
 
 KINDS = ("before", "after", "instead")
 
@@ -27,6 +28,10 @@ class Edit:
     # git ref) the edit refuses with ``why``, a decision a maintainer takes in the spec, never a guess.
     until: str | None = None
     why: str = ""
+
+    def written_for(self, tag: str) -> bool:
+        """Whether the edit is written for a copy at ``tag`` (no ``until``, or a release up to it)."""
+        return self.until is None or (is_release_tag(tag) and tag_key(tag) <= tag_key(self.until))
 
 
 class EditedCopy(Protocol):

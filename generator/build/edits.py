@@ -23,7 +23,6 @@ from generator.build import astpattern
 from generator.build.anchors import Hit, blocks, replace, with_block_body
 from generator.build.edit_data import Edit, EditedCopy, dedent
 from generator.errors import EditDoesNotApply
-from generator.tags import is_release_tag, tag_key
 
 
 def _as_ast(module: cst.Module, stmt: cst.BaseStatement) -> ast.stmt | None:
@@ -284,7 +283,7 @@ def apply(
     """``method`` with the spec's data edits applied, in order; EditDoesNotApply on a missing or repeated anchor."""
     applied = []
     for edit in spec.edits:
-        if edit.until is not None and not (is_release_tag(tag) and tag_key(tag) <= tag_key(edit.until)):
+        if not edit.written_for(tag):
             raise EditDoesNotApply(
                 f"spec {spec.name!r} edit {edit.name!r} is written for vLLM up to {edit.until}, not {tag}: "
                 f"{edit.why}; decide in the spec (re-write the edit for {tag}, or drop it), or keep the pin",

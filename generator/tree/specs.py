@@ -58,7 +58,7 @@ def sweep(layout: str, spec: CopySpec, upstream: UpstreamFile) -> Sweep:
     """The spec's data edits at ``upstream``'s release or ref."""
     tag = upstream.tag
     for edit in spec.edits:
-        if edit.until is not None and not (is_release_tag(tag) and tag_key(tag) <= tag_key(edit.until)):
+        if not edit.written_for(tag):
             line = f"spec {spec.name}: stops at edit {edit.name!r} (written up to {edit.until}): {edit.why}"
             return Sweep(layout, spec.name, tag, STOPS, line)
     try:
