@@ -27,8 +27,10 @@ from balance_dev.upstream_edits import without_cap_check
 from balance_dev.upstream_repo import build_vllm_repo, set_identity
 from balance_dev.workflow_run import WorkflowError, WorkflowRun, runner_env
 from generator.build import pipeline
+from generator.errors import EditDoesNotApply
 from generator.pins import plan
 from generator.pins.pin import PIN_FILE
+from generator.sources import release
 from generator.sources.base import UpstreamFile
 
 WORKFLOW = REPO_ROOT / ".github/workflows/bump.yml"
@@ -105,12 +107,25 @@ class GitHub:
         return run
 
 
+# vLLM main stands in as a release newer than every shipped spec's since, where they all apply (the job
+# sweeps them too): main is always newer than every release.
+MAIN_LIKE = "v0.32.0"
+
+
+@pytest.fixture(scope="module")
+def upstream_main_like() -> UpstreamFile:
+    upstream, _ = release.fetch(MAIN_LIKE)
+    return upstream
+
+
 @pytest.fixture
-def vllm_url(tmp_path_factory: pytest.TempPathFactory, upstream_pinned: UpstreamFile) -> str:
+def vllm_url(
+    tmp_path_factory: pytest.TempPathFactory, upstream_pinned: UpstreamFile, upstream_main_like: UpstreamFile
+) -> str:
     path = build_vllm_repo(
         tmp_path_factory.mktemp("vllm") / "vllm",
         [(upstream_pinned.tag, upstream_pinned.data)],
-        then=upstream_pinned.data + b"# main moves on\n",
+        then=upstream_main_like.data + b"# main moves on\n",
     )
     return path.as_uri()
 
@@ -223,6 +238,32 @@ def test_a_release_where_a_delta_fails_and_a_broken_main_each_keep_one_issue(
     assert verbs.count(["issue", "edit"]) == 2 and verbs.count(["issue", "reopen"]) == 1
 
 
+def test_a_main_that_breaks_only_a_shipped_spec_opens_its_own_issue(
+    tmp_path_factory: pytest.TempPathFactory, local_index: dict[str, bytes], upstream_pinned: UpstreamFile
+) -> None:
+    """The pinned release's file as main: the balance deltas apply, the shipped specs (written for newer
+    releases' code) do not; the early warning names the spec, not a delta."""
+    publish(local_index, upstream_pinned.tag, upstream_pinned.data)
+    vllm = build_vllm_repo(
+        tmp_path_factory.mktemp("vllm") / "vllm",
+        [(upstream_pinned.tag, upstream_pinned.data)],
+        then=upstream_pinned.data + b"# main moves on\n",
+    )
+    project = {PIN_FILE: f"{upstream_pinned.tag}\n".encode(), OUTPUT: (REPO_ROOT / OUTPUT).read_bytes()}
+    github = GitHub(tmp_path_factory.mktemp("github"), project, vllm.as_uri())
+    day = github.day()
+    assert [day.jobs[j].ran for j in JOBS] == [True, False, True, True]
+    main_plan = json.loads(day.jobs["vllm-main"].outputs["plan"])
+    assert main_plan["action"] == "issue"
+    assert main_plan["issue"]["title"] == plan.issue_title("main", EditDoesNotApply("x", spec="s", edit="e"))
+    assert "finds an edit of a shipped spec that no longer applies" in main_plan["issue"]["body"]
+    balance, *swept = main_plan["matrix"]
+    assert balance["ok"] and " spec " not in balance["line"]  # the deltas themselves apply on main
+    assert swept and all(" spec " in r["line"] for r in swept) and not all(r["ok"] for r in swept)
+    (issue,) = github.gh["issues"]
+    assert (issue["title"], issue["body"]) == (main_plan["issue"]["title"], main_plan["issue"]["body"])
+
+
 def test_a_bump_whose_upstream_tests_differ_opens_an_issue_not_a_pull_request(
     new_release: GitHub, upstream_pinned: UpstreamFile
 ) -> None:
@@ -260,13 +301,13 @@ def test_the_workflow_reads_vllm_from_its_repository_and_only_through_the_cli() 
     assert spec["jobs"]["vllm-main"]["env"]["VLLM_REPO"] == "https://github.com/vllm-project/vllm.git"
     scripts = "\n".join(s.get("run", "") for job in spec["jobs"].values() for s in job["steps"])
     assert "balance-patchgen bump --latest --plan" in scripts
-    assert "balance-patchgen bump --latest\n" in scripts
+    assert "balance-patchgen bump --latest --no-impact\n" in scripts
     # The judge stood in for above is the Makefile's target, which runs .ci/bump-judge.
     judge = [s for s in spec["jobs"]["plan"]["steps"] if s.get("run", "").strip() == JUDGE_STEP]
     assert len(judge) == 1
     makefile = (REPO_ROOT / "Makefile").read_text()
     assert '\n\t.ci/bump-judge "$(PLAN)"\n' in makefile
-    assert "balance-patchgen matrix main --source git --plan" in scripts
+    assert "balance-patchgen matrix main --source git --specs --plan" in scripts
 
 
 def test_the_judge_leaves_any_plan_but_a_pull_request_as_it_is(tmp_path: Path) -> None:
