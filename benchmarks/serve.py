@@ -46,9 +46,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 E2E = REPO / "e2e"
 sys.path.insert(0, str(E2E))
+sys.path.insert(0, str(E2E / "probe"))
 
 import client  # noqa: E402
 import run as e2e_run  # noqa: E402
+from balance_e2e_probe.counter import COUNTS  # noqa: E402
 from deployment import Deployment, NodeSetting, read_probe  # noqa: E402
 from procs import Failed, check_alive, session_pids  # noqa: E402
 
@@ -182,21 +184,6 @@ def summed(before: dict[str, Any], after: dict[str, Any], keys: Sequence[str]) -
     return {k: sum(int(p[k]) - int(before.get(r, {}).get(k, 0)) for r, p in after.items()) for k in keys}
 
 
-COUNT_KEYS = (
-    "steps",
-    "iterations",
-    "dummy",
-    "frozen_steps",
-    "gathers",
-    "step_ns",
-    "schedule_ns",
-    "sync_ns",
-    "gather_ns",
-    "gather_cpu_ns",
-    "dummy_ns",
-)
-
-
 async def warm(route: client.Route, dp: int) -> None:
     async with client._session() as session:
         await asyncio.gather(*(client.stream_completion(session, route, f"e2e-warm-{r}", 4, 4, r) for r in range(dp)))
@@ -250,7 +237,7 @@ def one_run(
             counts: dict[str, int] = {}
             if probe == "count":
                 after = wait_idle(d, before, dp)
-                counts = summed(before, after, COUNT_KEYS)
+                counts = summed(before, after, COUNTS)
                 if PROFILE_DIR:
                     save_samples(before, after, os.path.join(PROFILE_DIR, f"{slug}-{pin}-load{i + 1}.stacks.json"))
                 before = after

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from generator.errors import FileRefused, SourceUnavailable, UsageError
-from generator.sources import cache, index
-from generator.sources.base import Progress, no_progress, record_digest, record_digests
-from generator.sources.release import choose_wheel
-from generator.tags import is_release_tag, version_of
+from generator.sources import cache
+from generator.sources.base import Progress, no_progress
+from generator.sources.release import open_wheel
+from generator.tags import is_release_tag
 
 # Members closer than this in the wheel are read as one range: the bytes between cost less than a request.
 GAP = 1 << 20
@@ -81,35 +81,17 @@ def release(tag: str, progress: Progress = no_progress, *, refresh: bool = False
 
 
 def _from_wheel(tag: str, progress: Progress) -> dict[str, bytes]:
-    version = version_of(tag)
-    deadline = index.Deadline.from_env()
-    wheel = choose_wheel(index.list_files("vllm", deadline=deadline), version)
-    reader = index.RangeReader(wheel.url, wheel.size, deadline, sha256=wheel.sha256)
-    try:
-        with zipfile.ZipFile(reader) as archive:
-            infos = sorted(archive.infolist(), key=lambda i: i.header_offset)
-            wanted = [i for i in infos if i.filename.startswith("vllm/") and i.filename.endswith(".py")]
-            spans = _spans(infos, wanted, archive.start_dir)
-            progress(
-                f"fetching vLLM {tag}'s {len(wanted)} Python files from {wheel.filename} "
-                f"({sum(e - s for s, e in spans) / 1e6:.1f} MB in {len(spans)} range reads)"
-            )
-            reader.prefetch(spans)
-            digests = record_digests(archive.read(f"vllm-{version}.dist-info/RECORD"))
-            members = {i.filename: archive.read(i) for i in wanted}  # zipfile checks each CRC-32
-    except KeyError as exc:
-        raise SourceUnavailable(f"{wheel.filename} lacks {exc.args[0]}: use --source git") from None
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError) as exc:
-        raise SourceUnavailable(
-            f"{wheel.filename} is not a readable wheel ({type(exc).__name__}: {exc}): retry, or use --source git"
-        ) from None
-    for path, data in members.items():
-        if digests.get(path) != record_digest(data):
-            raise SourceUnavailable(
-                f"{path} in {wheel.filename} does not match the wheel's RECORD hash: "
-                "the download is corrupt or tampered with; retry, or use --source git"
-            )
-    progress(f"fetched {reader.downloaded} bytes of {wheel.size or '?'}")
+    with open_wheel(tag) as opened:
+        infos = sorted(opened.archive.infolist(), key=lambda i: i.header_offset)
+        wanted = [i for i in infos if i.filename.startswith("vllm/") and i.filename.endswith(".py")]
+        spans = _spans(infos, wanted, opened.archive.start_dir)
+        progress(
+            f"fetching vLLM {tag}'s {len(wanted)} Python files from {opened.wheel.filename} "
+            f"({sum(e - s for s, e in spans) / 1e6:.1f} MB in {len(spans)} range reads)"
+        )
+        opened.reader.prefetch(spans)
+        members = {i.filename: opened.read(i) for i in wanted}
+    progress(f"fetched {opened.reader.downloaded} bytes of {opened.wheel.size or '?'}")
     return members
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import zipfile
 import zlib
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 from generator.errors import SourceUnavailable
 from generator.sources import index
-from generator.sources.base import UPSTREAM_PATH, Progress, UpstreamFile, matches_record, no_progress
+from generator.sources.base import UPSTREAM_PATH, Progress, UpstreamFile, no_progress, record_digest, record_digests
 from generator.tags import version_of
 
 
@@ -31,6 +33,46 @@ def fetch(tag: str, progress: Progress = no_progress) -> tuple[UpstreamFile, int
     return UpstreamFile(tag=tag, data=found[UPSTREAM_PATH], origin="release"), downloaded
 
 
+@dataclass(frozen=True)
+class OpenWheel:
+    """vLLM's wheel at a release, open for range reads: its directory read, its RECORD's hashes at hand."""
+
+    archive: zipfile.ZipFile
+    reader: index.RangeReader
+    wheel: index.IndexFile
+    digests: dict[str, str]
+
+    def read(self, member: str | zipfile.ZipInfo) -> bytes:
+        """The member's bytes, checked against the wheel's RECORD (zipfile checks the CRC-32)."""
+        data = self.archive.read(member)
+        name = member if isinstance(member, str) else member.filename
+        if self.digests.get(name) != record_digest(data):
+            raise SourceUnavailable(
+                f"{name} in {self.wheel.filename} does not match the wheel's RECORD hash: "
+                "the download is corrupt or tampered with; retry, or use --source git"
+            )
+        return data
+
+
+@contextmanager
+def open_wheel(tag: str) -> Iterator[OpenWheel]:
+    """vLLM's wheel at ``tag`` on the package index; a missing member or an unreadable zip is one clear line."""
+    version = version_of(tag)
+    deadline = index.Deadline.from_env()  # one budget for the listing and every range read
+    wheel = choose_wheel(index.list_files("vllm", deadline=deadline), version)
+    reader = index.RangeReader(wheel.url, wheel.size, deadline, sha256=wheel.sha256)
+    try:
+        with zipfile.ZipFile(reader) as archive:
+            digests = record_digests(archive.read(f"vllm-{version}.dist-info/RECORD"))
+            yield OpenWheel(archive, reader, wheel, digests)
+    except KeyError as exc:
+        raise SourceUnavailable(f"{wheel.filename} lacks {exc.args[0]}: use --source git") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError) as exc:
+        raise SourceUnavailable(
+            f"{wheel.filename} is not a readable wheel ({type(exc).__name__}: {exc}): retry, or use --source git"
+        ) from None
+
+
 def fetch_members(
     tag: str, members: Collection[str], progress: Progress = no_progress
 ) -> tuple[dict[str, bytes], frozenset[str], int]:
@@ -40,34 +82,10 @@ def fetch_members(
     every ``.py`` file under ``vllm/`` in the wheel (a member not among them: the release has no such
     file), and the bytes downloaded.
     """
-    version = version_of(tag)
-    deadline = index.Deadline.from_env()  # one budget for the listing and every range read
-    wheel = choose_wheel(index.list_files("vllm", deadline=deadline), version)
     what = next(iter(members)) if len(members) == 1 else f"{len(members)} files"
-    progress(f"fetching {what} from {wheel.filename} (range reads)")
-    reader = index.RangeReader(wheel.url, wheel.size, deadline, sha256=wheel.sha256)
-    found: dict[str, bytes] = {}
-    try:
-        with zipfile.ZipFile(reader) as archive:
-            names = frozenset(n for n in archive.namelist() if n.startswith("vllm/") and n.endswith(".py"))
-            record = archive.read(f"vllm-{version}.dist-info/RECORD")
-            for member in sorted(set(members) & names):
-                found[member] = archive.read(member)  # zipfile checks the member's CRC-32
-    except KeyError as exc:
-        raise SourceUnavailable(f"{wheel.filename} lacks {exc.args[0]}: use --source git") from None
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError) as exc:
-        raise SourceUnavailable(
-            f"{wheel.filename} is not a readable wheel ({type(exc).__name__}: {exc}): retry, or use --source git"
-        ) from None
-    for member, data in found.items():
-        _check_record(record, data, wheel.filename, member)
-    progress(f"fetched {reader.downloaded} bytes of {wheel.size or '?'}")
-    return found, names, reader.downloaded
-
-
-def _check_record(record: bytes, data: bytes, wheel: str, member: str = UPSTREAM_PATH) -> None:
-    if not matches_record(record, member, data):
-        raise SourceUnavailable(
-            f"{member} in {wheel} does not match the wheel's RECORD hash: "
-            "the download is corrupt or tampered with; retry, or use --source git"
-        )
+    with open_wheel(tag) as opened:
+        progress(f"fetching {what} from {opened.wheel.filename} (range reads)")
+        names = frozenset(n for n in opened.archive.namelist() if n.startswith("vllm/") and n.endswith(".py"))
+        found = {member: opened.read(member) for member in sorted(set(members) & names)}
+    progress(f"fetched {opened.reader.downloaded} bytes of {opened.wheel.size or '?'}")
+    return found, names, opened.reader.downloaded

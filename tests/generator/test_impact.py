@@ -18,6 +18,7 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
+from balance_dev import plain_ast
 from balance_dev.package_index import wheel_name, wheel_of
 from balance_dev.project_files import REPO_ROOT
 from generator.cli import main
@@ -280,40 +281,12 @@ def _write(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def _find(tree: ast.Module, qualname: str) -> ast.AST | None:
-    node: ast.AST = tree
-    for part in qualname.split(".") if qualname else []:
-        body = getattr(node, "body", [])
-        found = [
-            n
-            for n in body
-            if (isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == part)
-            or (isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == part for t in n.targets))
-            or (isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.target.id == part)
-        ]
-        if not found:
-            return None
-        node = found[-1]
-    return node
-
-
-def _plain(node: ast.AST) -> str:
-    """The node as ``ast`` sees it, its docstrings dropped (formatting and comments are gone already)."""
-    node = ast.parse(ast.unparse(node))
-    for inner in ast.walk(node):
-        body = getattr(inner, "body", None)
-        first = body[0] if isinstance(body, list) and body else None
-        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-            inner.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
-    return ast.dump(node)
-
-
 def truth(upstream: str, old_root: Path, new_root: Path) -> str:
     """The status ``upstream`` must have from A to B, read here from the two releases' files."""
     where_a, where_b = DEFINED[upstream]
     nodes = []
     for root, where in ((old_root, where_a), (new_root, where_b)):
-        nodes.append(None if where is None else _find(ast.parse((root / where[0]).read_text()), where[1]))
+        nodes.append(None if where is None else plain_ast.find(ast.parse((root / where[0]).read_text()), where[1]))
     a, b = nodes
     if a is None and b is None:
         return "unresolved"
@@ -323,7 +296,7 @@ def truth(upstream: str, old_root: Path, new_root: Path) -> str:
         return "removed"
     if where_a != where_b:
         return "moved"
-    return "unchanged" if _plain(a) == _plain(b) else "changed"
+    return "unchanged" if plain_ast.plain(a) == plain_ast.plain(b) else "changed"
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from balance_dev import plugin_trees
+from balance_dev import plain_ast, plugin_trees
 from balance_dev.project_files import REPO_ROOT
 from generator.cli import main
 from generator.sources import package
@@ -59,32 +59,6 @@ def _module_and_qualname(files: package.Package, name: str) -> tuple[str, str] |
     return None
 
 
-def _find(tree: ast.Module, qualname: str) -> ast.AST | None:
-    node: ast.AST = tree
-    for part in qualname.split(".") if qualname else []:
-        found = [
-            n
-            for n in getattr(node, "body", [])
-            if (isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == part)
-            or (isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == part for t in n.targets))
-            or (isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.target.id == part)
-        ]
-        if not found:
-            return None
-        node = found[-1]
-    return node
-
-
-def _plain(node: ast.AST) -> str:
-    node = ast.parse(ast.unparse(node))
-    for inner in ast.walk(node):
-        body = getattr(inner, "body", None)
-        first = body[0] if isinstance(body, list) and body else None
-        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-            inner.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
-    return ast.dump(node)
-
-
 @pytest.mark.network
 @pytest.mark.parametrize(("project", "version", "old"), TREES, ids=[f"{p}-{v}" for p, v, _ in TREES])
 def test_a_published_plugin_tree(project: str, version: str, old: str | None, tmp_path: Path) -> None:
@@ -113,14 +87,14 @@ def test_a_published_plugin_tree(project: str, version: str, old: str | None, tm
         if where is None or where[1] == "":
             continue
         path, qualname = where
-        node_a = _find(tree_of(a, path), qualname)
-        node_b = _find(tree_of(b, path), qualname) if b.text(path) is not None else None
+        node_a = plain_ast.find(tree_of(a, path), qualname)
+        node_b = plain_ast.find(tree_of(b, path), qualname) if b.text(path) is not None else None
         if node_a is None or node_b is None:
             continue
         symbol = report["symbols"].get(coupling["upstream"])
         if symbol is not None and symbol["to"] and symbol["to"]["name"] != coupling["name"]:
             continue  # B reaches it elsewhere (inherited now): not this reading's case
-        expected = "unchanged" if _plain(node_a) == _plain(node_b) else "changed"
+        expected = "unchanged" if plain_ast.plain(node_a) == plain_ast.plain(node_b) else "changed"
         assert coupling["status"] == expected, coupling
         checked += 1
     assert checked > 50, checked

@@ -19,12 +19,12 @@ import git
 import pytest
 from click.testing import CliRunner, Result
 
-from balance_dev.package_index import wheel_bytes
+from balance_dev.package_index import wheel_bytes, wheel_name, wheel_of
 from balance_dev.upstream_repo import build_vllm_repo
 from generator import cli
 from generator.build import pipeline
 from generator.errors import SourceUnavailable
-from generator.sources import cache, installed, release
+from generator.sources import cache, installed, package, release
 from generator.sources import git as git_source
 from generator.sources.base import UPSTREAM_PATH, UpstreamFile
 from generator.sources.resolve import SourceKind, fetch_upstream
@@ -115,6 +115,27 @@ def test_release_verifies_the_member_against_the_wheel_record(
     local_index[name] = wheel_bytes(version, upstream_pinned.data + b"# tampered\n", upstream_pinned.data)
     with pytest.raises(SourceUnavailable, match="does not match the wheel's RECORD hash"):
         release.fetch(pinned_tag)
+
+
+def test_the_whole_package_is_read_checked_and_cached_once(
+    local_index: dict[str, bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    members = {f"vllm/m{i}.py": f"x = {i}\n".encode() for i in range(40)} | {"vllm/data.txt": b"not python\n"}
+    local_index[wheel_name("9.0.0")] = wheel_of("9.0.0", members)
+    got = package.release("v9.0.0")
+    assert got.origin == "release" and got.paths == frozenset(m for m in members if m.endswith(".py"))
+    assert all(got.text(m) == members[m].decode() for m in got.paths)
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # from the cache alone now
+    cached = package.release("v9.0.0")
+    assert cached.origin == "cache" and {m: cached.text(m) for m in cached.paths} == {m: got.text(m) for m in got.paths}
+
+
+def test_the_whole_package_refuses_a_member_its_record_does_not_hash(local_index: dict[str, bytes]) -> None:
+    members = {"vllm/a.py": b"x = 2\n", "vllm/b.py": b"y = 1\n"}
+    local_index[wheel_name("9.0.0")] = wheel_of("9.0.0", members, record={**members, "vllm/a.py": b"x = 1\n"})
+    with pytest.raises(SourceUnavailable, match=r"vllm/a\.py in vllm-9\.0\.0-.* does not match the wheel's RECORD"):
+        package.release("v9.0.0")
+    assert cache.load_package("v9.0.0") is None  # nothing kept of a wheel that failed its check
 
 
 def test_release_without_a_wheel_of_that_version(local_index: dict[str, bytes], pinned_tag: str) -> None:

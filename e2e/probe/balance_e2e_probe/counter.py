@@ -21,7 +21,10 @@ import threading
 import time
 from typing import Any
 
-_COUNTS = (
+from balance_e2e_probe.recorder import cap_of, qualname, rank_of
+
+# What each engine core counts: benchmarks/serve.py reads these keys back.
+COUNTS = (
     "steps",
     "iterations",
     "dummy",
@@ -36,30 +39,19 @@ _COUNTS = (
 )
 
 
-def _qualname(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def _cap(scheduler: Any) -> int:
-    cap = getattr(scheduler, "max_num_active_reqs", None)
-    return int(cap if cap is not None else scheduler.max_num_running_reqs)
-
-
 class Counter:
     def __init__(self, engine: Any, out_dir: str, shims: list[str]) -> None:
         scheduler = engine.scheduler
-        parallel = engine.vllm_config.parallel_config
-        rank = getattr(engine, "dp_rank", None)
-        self.rank = int(rank if rank is not None else parallel.data_parallel_rank)
+        self.rank = rank_of(engine)
         self.path = os.path.join(out_dir, f"rank{self.rank}.json")
-        self.c = dict.fromkeys(_COUNTS, 0)
+        self.c = dict.fromkeys(COUNTS, 0)
         self.info: dict[str, Any] = {
             "dp_rank": self.rank,
             "pid": os.getpid(),
-            "engine_core_class": _qualname(type(engine)),
-            "scheduler_class": _qualname(type(scheduler)),
+            "engine_core_class": qualname(type(engine)),
+            "scheduler_class": qualname(type(scheduler)),
             "balance_enabled": getattr(scheduler, "_balance_enabled", None),
-            "max_num_running_reqs": _cap(scheduler),
+            "max_num_running_reqs": cap_of(scheduler),
             "cpu_shims": shims,
             "mode": "count",
         }
@@ -68,7 +60,7 @@ class Counter:
         os.makedirs(out_dir, exist_ok=True)
         c = self.c
         clock = time.perf_counter_ns
-        cap = _cap(scheduler)
+        cap = cap_of(scheduler)
 
         schedule = scheduler.schedule
 

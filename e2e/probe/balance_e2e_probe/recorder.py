@@ -39,7 +39,7 @@ LEAN = MODE == "lean"
 GATE_INTERVALS_KEPT = 200 if LEAN else 20000
 
 
-def _qualname(cls: type) -> str:
+def qualname(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
@@ -49,27 +49,31 @@ def _leader_running(scheduler: Any) -> int | None:
     return None if leader is None else int(leader)
 
 
-def _cap(scheduler: Any) -> int:
+def cap_of(scheduler: Any) -> int:
     cap = getattr(scheduler, "max_num_active_reqs", None)
     return int(cap if cap is not None else scheduler.max_num_running_reqs)
+
+
+def rank_of(engine: Any) -> int:
+    """The engine core's DP rank (``dp_rank`` where the engine core has one, else its config's)."""
+    rank = getattr(engine, "dp_rank", None)
+    return int(rank if rank is not None else engine.vllm_config.parallel_config.data_parallel_rank)
 
 
 class Recorder:
     def __init__(self, engine: Any, out_dir: str, shims: list[str]) -> None:
         scheduler = engine.scheduler
-        parallel = engine.vllm_config.parallel_config
-        rank = getattr(engine, "dp_rank", None)
-        self.rank = int(rank if rank is not None else parallel.data_parallel_rank)
+        self.rank = rank_of(engine)
         self.path = os.path.join(out_dir, f"rank{self.rank}.json")
         self.state: dict[str, Any] = {
             "dp_rank": self.rank,
             "pid": os.getpid(),
-            "engine_core_class": _qualname(type(engine)),
-            "engine_core_mro": [_qualname(c) for c in type(engine).__mro__],
-            "scheduler_class": _qualname(type(scheduler)),
-            "scheduler_mro": [_qualname(c) for c in type(scheduler).__mro__],
+            "engine_core_class": qualname(type(engine)),
+            "engine_core_mro": [qualname(c) for c in type(engine).__mro__],
+            "scheduler_class": qualname(type(scheduler)),
+            "scheduler_mro": [qualname(c) for c in type(scheduler).__mro__],
             "balance_enabled": getattr(scheduler, "_balance_enabled", None),
-            "max_num_running_reqs": _cap(scheduler),
+            "max_num_running_reqs": cap_of(scheduler),
             "cpu_shims": shims,
             "steps": 0,
             "steps_with_waiting": 0,
@@ -100,7 +104,7 @@ class Recorder:
         state = self.state
         state["steps"] += 1
         state["t_schedule"] = time.time()
-        cap = _cap(scheduler)
+        cap = cap_of(scheduler)
         leader = _leader_running(scheduler)
         if leader is not None:
             state["gathered"] = True
@@ -118,7 +122,7 @@ class Recorder:
         self.state["admitted_count"] += len(admitted)
         if not LEAN:
             self.state["admitted"].extend(admitted)
-        if admitted and leader is not None and leader >= _cap(scheduler):
+        if admitted and leader is not None and leader >= cap_of(scheduler):
             self.state["admitted_while_leader_at_cap"].extend(admitted)
         self._write()
 

@@ -153,6 +153,18 @@ def python_files(root: Path) -> Iterator[Path]:
                 yield Path(folder) / name
 
 
+def parse(source: str | bytes, rel: str, skipped: list[Skipped]) -> ast.Module | None:
+    """``source`` parsed, or None with the reason in ``skipped`` (a tree's file that is not Python is no crash)."""
+    try:
+        return ast.parse(source, filename=rel)
+    except (SyntaxError, ValueError) as exc:  # ValueError: null bytes
+        line = f" (line {exc.lineno})" if isinstance(exc, SyntaxError) and exc.lineno else ""
+        skipped.append(Skipped(rel, f"does not parse{line}"))
+    except RecursionError:
+        skipped.append(Skipped(rel, "nests too deeply to parse"))
+    return None
+
+
 def read_functions(
     root: Path, skipped: list[Skipped], reduce: Callable[[str], bool] = lambda _: True
 ) -> tuple[list[Function], int]:
@@ -169,14 +181,7 @@ def read_functions(
         except OSError as exc:
             skipped.append(Skipped(rel, f"cannot be read ({exc.strerror or exc})"))
             continue
-        try:
-            tree = ast.parse(data, filename=rel)
-        except (SyntaxError, ValueError) as exc:  # ValueError: null bytes
-            line = f" (line {exc.lineno})" if isinstance(exc, SyntaxError) and exc.lineno else ""
-            skipped.append(Skipped(rel, f"does not parse{line}"))
-            continue
-        except RecursionError:
-            skipped.append(Skipped(rel, "nests too deeply to parse"))
+        if (tree := parse(data, rel, skipped)) is None:
             continue
         parsed += 1
         found = functions(tree, rel)

@@ -107,14 +107,7 @@ def read_tree(root: Path, paths: Sequence[Path], upstream_names: set[str], progr
             except UnicodeDecodeError as exc:
                 skipped.append(Skipped(rel, f"is not UTF-8 (byte {exc.start})"))
                 continue
-            try:
-                tree = ast.parse(text, filename=rel)
-            except (SyntaxError, ValueError) as exc:
-                line = f" (line {exc.lineno})" if isinstance(exc, SyntaxError) and exc.lineno else ""
-                skipped.append(Skipped(rel, f"does not parse{line}"))
-                continue
-            except RecursionError:
-                skipped.append(Skipped(rel, "nests too deeply to parse"))
+            if (tree := reading.parse(text, rel, skipped)) is None:
                 continue
             files += 1
             scans.append(sites.scan(tree, rel, text))
