@@ -70,7 +70,7 @@ class Stream:
     error: str | None = None  # open_stream: what went wrong, as the client saw it
     cut: bool = False  # open_stream: the client closed the stream (cut_after)
     cut_at: float | None = None  # time.time() of the cut: the probe's clock
-    cut_missed: bool = False  # open_stream: cut_after was reached in the chunk with the finish reason
+    cut_missed: bool = False  # open_stream: cut_after was reached, but the request finished before a cut
     ended: float | None = None  # time.monotonic() when the stream ended, however
 
     def exact(self) -> bool:
@@ -182,7 +182,8 @@ async def open_stream(
                     resp.close()  # the connection goes: vLLM aborts the request
                     break
                 if cut_after is not None and len(s.token_ids) >= cut_after and s.finish_reason:
-                    # The chunk that reached the cut also finished the request: nothing was left to cut.
+                    # Finished with cut_after reached and no cut made (the cut's chunk carried the finish
+                    # reason, or cut_ok held the cut back): nothing was left to cut.
                     s.cut_missed = True
     except (aiohttp.ClientError, ConnectionError) as e:
         s.error = f"{type(e).__name__}: {e}"
