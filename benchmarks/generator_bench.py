@@ -16,7 +16,7 @@ from pathlib import Path
 
 from balance_dev.upstream_repo import build_vllm_repo
 from benchmarks.common import BIN, REPO, table, time_command
-from generator.build import pipeline, verify
+from generator.builder import pipeline, verify
 from generator.pins.pin import PIN_FILE, read_pin
 from generator.sources import git as git_source
 from generator.sources import installed, release

@@ -60,7 +60,7 @@ GUARD = REPO_ROOT / "balance_dev" / "downstream_site" / "balance_downstream_torc
 class RunSpec:
     label: str
     mode: str  # the plugin's mode
-    seam: bool  # vLLM's scheduler.py with the seam applied (generator.build.seam)
+    seam: bool  # vLLM's scheduler.py with the seam applied (generator.builder.seam)
     role: str  # "reference", "same" (must equal the reference) or "control" (must break)
     what: str
 
@@ -330,7 +330,7 @@ def build_hub_cache(
 
 def write_seam(tag: str, scheduler_py: Path, target: Path) -> Path | None:
     """The installed scheduler.py with the seam applied, or None where the release already has it."""
-    from generator.build import seam
+    from generator.builder import seam
     from generator.sources.base import UpstreamFile
 
     upstream = UpstreamFile(tag, scheduler_py.read_bytes(), "the venv under test")

@@ -4,7 +4,7 @@ Their root conftest imports far more than the scheduler tests use (engines, mode
 not written into the tree and this plugin takes its place. Loaded before any test module is imported, it:
 
 1. with ``BALANCE_UPSTREAM_SCHEDULER_PY`` set, loads that file as ``vllm.v1.core.sched.scheduler`` (the
-   seam applied to upstream's scheduler.py, ``generator.build.seam``), before anything imports vLLM's own;
+   seam applied to upstream's scheduler.py, ``generator.builder.seam``), before anything imports vLLM's own;
 2. in mode ``upstream`` leaves vLLM's classes alone; in every other mode rebinds
    ``vllm.v1.core.sched.scheduler.Scheduler`` and ``...async_scheduler.AsyncScheduler`` (the names the test
    files import, and ``create_scheduler()`` picks from) to subclasses of the runtime's own

@@ -13,7 +13,7 @@ from types import ModuleType
 import click
 
 from generator.atomic import require_regular_or_absent, write_all_or_nothing
-from generator.build import pipeline, seam, verify
+from generator.builder import pipeline, seam, verify
 from generator.cli import context
 from generator.cli.context import DEFAULT_OUTPUT, MAIN_VERIFIED_OUTPUT, source_options
 from generator.cli.root import root_option

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from generator.atomic import require_regular_or_absent, write_all_or_nothing
-from generator.build import verify
+from generator.builder import verify
 from generator.cli import context
 from generator.errors import DriftFound, UsageError
 from generator.judge import provenance

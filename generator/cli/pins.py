@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from generator.atomic import is_same_file, require_regular_or_absent, write_all_or_nothing
-from generator.build import pipeline, seam
+from generator.builder import pipeline, seam
 from generator.cli import context, couplings, in_tree
 from generator.cli.context import DEFAULT_OUTPUT, SourceOptions, source_options
 from generator.cli.exits import exit_code_for

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from generator.atomic import require_regular_or_absent, write_all_or_nothing
-from generator.build import seam
+from generator.builder import seam
 from generator.cli import context
 from generator.cli.context import source_options
 from generator.cli.root import root_option

@@ -4,5 +4,5 @@
 which release a copy is, ``migrate`` and ``capcheck`` judge a hand-kept ``schedule()``, ``history``
 judges every copy vllm-ascend released, ``census`` finds every copy of a vLLM function in a tree.
 
-May import: ``generator.build``, ``generator.sources`` and the shared modules.
+May import: ``generator.builder``, ``generator.sources`` and the shared modules.
 """

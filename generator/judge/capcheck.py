@@ -11,9 +11,9 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from generator.build.copy_forms import COUNT_TERMS
-from generator.build.deltas import LeaderAtCapFreezes, shape_of, shapes
-from generator.build.verify import is_break_if
+from generator.builder.copy_forms import COUNT_TERMS
+from generator.builder.deltas import LeaderAtCapFreezes, shape_of, shapes
+from generator.builder.verify import is_break_if
 
 _LOOPS = (ast.For, ast.While)
 # Operators as written, for the words (the generator's data says which ones a cap check may use).

@@ -19,8 +19,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from generator.build import astpattern, copy_forms
-from generator.build.verify import methods_named
+from generator.builder import astpattern, copy_forms
+from generator.builder.verify import methods_named
 from generator.errors import VerificationFailed
 from generator.judge import capcheck, provenance
 from generator.tags import version_key, version_of

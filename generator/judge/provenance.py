@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from generator.build.verify import methods_named
+from generator.builder.verify import methods_named
 from generator.errors import UpstreamShapeError
 
 UPSTREAM_CLASS = "Scheduler"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from generator.build import pipeline, seam, verify
+from generator.builder import pipeline, seam, verify
 from generator.errors import (
     DeltaDoesNotApply,
     EditDoesNotApply,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from generator.build import extract
+from generator.builder import extract
 from generator.judge.check import unified_diff
 from generator.sources.base import UpstreamFile
 from generator.sources.releases import released_tags

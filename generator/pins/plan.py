@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from generator.build.deltas import Outcome
+from generator.builder.deltas import Outcome
 from generator.errors import DeltaDoesNotApply, EditDoesNotApply, PatchgenError
 from generator.pins.matrix import Row
 from generator.pins.pin import PIN_FILE
@@ -55,7 +55,7 @@ def _what_to_do(error: PatchgenError, tag: str) -> str:
         )
     return (
         "Upstream changed the shape an anchor relies on. Accepting a new shape is a maintainer's decision, "
-        "made in `generator/build/deltas.py` (and its independent twin in `generator/build/verify.py`), never a "
+        "made in `generator/builder/deltas.py` (and its independent twin in `generator/builder/verify.py`), never a "
         f"silent skip: see `docs/pin-bump.md`. Then `balance-patchgen bump {tag}` and `make test`, or keep the pin."
     )
 
@@ -259,7 +259,7 @@ def matrix_plan(asked: Sequence[str], rows: Sequence[Row]) -> Plan:
                 + (
                     "Re-anchor the spec's edit in `generator/tree/layouts/` before the release ships (docs/copies.md). "
                     if specs_only
-                    else "Re-anchor the delta in `generator/build/deltas.py` (and `generator/build/verify.py`) "
+                    else "Re-anchor the delta in `generator/builder/deltas.py` (and `generator/builder/verify.py`) "
                     "before the release ships, or tell vLLM upstream (`balance-patchgen seam`). "
                 )
                 + "Close this issue once `matrix` is clean again.",

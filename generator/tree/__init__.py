@@ -4,6 +4,6 @@
 ``region`` finds and renders a copy's marked region, ``place`` regenerates one copy inside its file
 (a pure function of texts), ``adopt`` regenerates every copy a tree declares and says what changed.
 
-May import: ``generator.pins``, ``generator.judge``, ``generator.build``, ``generator.sources`` and the
+May import: ``generator.pins``, ``generator.judge``, ``generator.builder``, ``generator.sources`` and the
 shared modules.
 """

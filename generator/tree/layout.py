@@ -21,8 +21,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from generator.build.copy_forms import gate_form_names
-from generator.build.edit_data import KINDS, Edit, check_statements
+from generator.builder.copy_forms import gate_form_names
+from generator.builder.edit_data import KINDS, Edit, check_statements
 from generator.errors import UsageError
 from generator.judge.couplings.registry import RegistryFormat
 from generator.pins.pin import PIN_FILE

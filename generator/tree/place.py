@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from generator.build import astpattern, copy_forms, deltas, edits, extract, imports
-from generator.build.render import _without_leading_blanks
+from generator.builder import astpattern, copy_forms, deltas, edits, extract, imports
+from generator.builder.render import _without_leading_blanks
 from generator.errors import EditDoesNotApply, TreeRefused
 from generator.judge import migrate, provenance
 from generator.sources.base import UpstreamFile

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from generator.build import edits, extract
+from generator.builder import edits, extract
 from generator.errors import EditDoesNotApply, UpstreamShapeError
 from generator.sources.base import UpstreamFile
 from generator.tags import is_release_tag, tag_key

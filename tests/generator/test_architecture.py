@@ -16,7 +16,7 @@ from balance_dev.project_files import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "generator"
 # Lowest first: a module may import its own stage and those before it, never one after it.
-STAGES = ("shared", "sources", "build", "judge", "pins", "tree", "cli")
+STAGES = ("shared", "sources", "builder", "judge", "pins", "tree", "cli")
 MAX_LINES = 500
 
 
@@ -92,10 +92,10 @@ def test_no_import_cycle_inside_generator() -> None:
 
 
 def test_the_cycle_finder_names_a_planted_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(GRAPH, "generator.errors", [*GRAPH["generator.errors"], "generator.build.deltas"])
+    monkeypatch.setitem(GRAPH, "generator.errors", [*GRAPH["generator.errors"], "generator.builder.deltas"])
     cycle = _cycle()
     assert cycle is not None and cycle[0] == cycle[-1]
-    assert "generator.errors" in cycle and "generator.build.deltas" in cycle
+    assert "generator.errors" in cycle and "generator.builder.deltas" in cycle
 
 
 @pytest.mark.parametrize("module", sorted(GRAPH))

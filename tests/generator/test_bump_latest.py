@@ -17,7 +17,7 @@ from balance_dev.cli_run import one_error_line, run
 from balance_dev.package_index import publish
 from balance_dev.project_files import REPO_ROOT, snapshot
 from balance_dev.upstream_edits import without_cap_check
-from generator.build import pipeline
+from generator.builder import pipeline
 from generator.pins import plan
 from generator.pins.pin import PIN_FILE
 from generator.sources.base import UpstreamFile

@@ -26,7 +26,7 @@ from balance_dev.project_files import REPO_ROOT
 from balance_dev.upstream_edits import without_cap_check
 from balance_dev.upstream_repo import build_vllm_repo, set_identity
 from balance_dev.workflow_run import WorkflowError, WorkflowRun, runner_env
-from generator.build import pipeline
+from generator.builder import pipeline
 from generator.errors import EditDoesNotApply
 from generator.pins import plan
 from generator.pins.pin import PIN_FILE

@@ -206,7 +206,7 @@ def test_a_hand_kept_copy_is_never_rewritten_and_its_distance_is_reported(tree: 
 
 
 def test_a_multi_line_anchor_is_named_on_one_line() -> None:
-    from generator.build import edits
+    from generator.builder import edits
 
     assert edits._one_line("(\n    new_blocks,\n    hits,\n) = self.lookup(request)\n") == (
         "(new_blocks, hits,) = self.lookup(request)"

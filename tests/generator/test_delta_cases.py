@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.build import pipeline, verify
+from generator.builder import pipeline, verify
 from generator.errors import DeltaDoesNotApply, VerificationFailed
 from generator.sources.base import UpstreamFile
 

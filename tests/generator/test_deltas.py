@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from generator.build import deltas, extract
+from generator.builder import deltas, extract
 from generator.errors import DeltaDoesNotApply
 
 TAG = "v9.9.9"

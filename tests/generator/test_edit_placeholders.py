@@ -13,8 +13,8 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from generator.build import edits, extract
-from generator.build.edit_data import Edit
+from generator.builder import edits, extract
+from generator.builder.edit_data import Edit
 from generator.errors import EditDoesNotApply
 from generator.tree.layout import CopySpec
 

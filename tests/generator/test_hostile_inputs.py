@@ -21,7 +21,7 @@ from click.testing import CliRunner, Result
 from balance_dev.project_files import REPO_ROOT, snapshot
 from balance_dev.upstream_repo import build_vllm_repo
 from generator import __version__
-from generator.build import pipeline
+from generator.builder import pipeline
 from generator.cli import main
 from generator.judge import check as drift
 from generator.pins.pin import PIN_FILE

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from generator.build import extract, imports
+from generator.builder import extract, imports
 from generator.errors import UpstreamShapeError
 from generator.sources.base import UpstreamFile
 

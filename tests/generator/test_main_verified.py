@@ -13,7 +13,7 @@ import pytest
 from balance_dev import consumer_tree
 from balance_dev.cli_run import run
 from balance_dev.upstream_repo import build_vllm_repo
-from generator.build import verify
+from generator.builder import verify
 from generator.pins.refs import MAIN_VERIFIED_FILE
 from generator.sources import cache
 from generator.sources.base import UpstreamFile

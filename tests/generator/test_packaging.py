@@ -23,7 +23,7 @@ import pytest
 from balance_dev import consumer_tree, upstream_repo
 from balance_dev.project_files import REPO_ROOT
 from generator import __version__
-from generator.build import pipeline
+from generator.builder import pipeline
 from generator.pins.pin import PIN_FILE
 from generator.sources import cache
 from generator.sources.base import UpstreamFile

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.build import astpattern
+from generator.builder import astpattern
 from generator.judge import capcheck, provenance
 
 RELEASES = [

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from balance_dev.upstream_repo import build_vllm_repo
-from generator.build import seam
+from generator.builder import seam
 from generator.cli import main
 from generator.pins.pin import PIN_FILE
 from generator.sources.base import UPSTREAM_PATH, UpstreamFile

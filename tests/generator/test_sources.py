@@ -22,7 +22,7 @@ from click.testing import CliRunner, Result
 from balance_dev.package_index import wheel_bytes, wheel_name, wheel_of
 from balance_dev.upstream_repo import build_vllm_repo
 from generator import cli
-from generator.build import pipeline
+from generator.builder import pipeline
 from generator.errors import SourceUnavailable
 from generator.sources import cache, installed, package, release
 from generator.sources import git as git_source

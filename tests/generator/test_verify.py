@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from generator.build import pipeline
-from generator.build.verify import verify
+from generator.builder import pipeline
+from generator.builder.verify import verify
 from generator.errors import VerificationFailed
 from generator.sources import release
 from generator.sources.base import UpstreamFile

@@ -15,7 +15,7 @@ from balance_dev import seam_install
 from balance_dev.project_files import REPO_ROOT
 from balance_dev.scenarios import SCENARIOS, build, drive
 from balance_dev.vllm_objects import summarize
-from generator.build import seam
+from generator.builder import seam
 from generator.sources.base import UPSTREAM_PATH, UpstreamFile
 
 

@@ -19,9 +19,9 @@ from typing import ClassVar
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from generator.build.anchors import Hit, blocks, find, replace, same_code, small, with_block_body
-from generator.build.copy_forms import LEADER_COUNT
-from generator.build.extract import CLASS_NAME, METHOD_NAME
+from generator.builder.anchors import Hit, blocks, find, replace, same_code, small, with_block_body
+from generator.builder.copy_forms import LEADER_COUNT
+from generator.builder.extract import CLASS_NAME, METHOD_NAME
 from generator.errors import DeltaDoesNotApply, UpstreamShapeError
 
 _LOOPS = (cst.While, cst.For)

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from generator.build import astpattern
-from generator.build.anchors import Hit, blocks, replace, with_block_body
-from generator.build.edit_data import Edit, EditedCopy, dedent
+from generator.builder import astpattern
+from generator.builder.anchors import Hit, blocks, replace, with_block_body
+from generator.builder.edit_data import Edit, EditedCopy, dedent
 from generator.errors import EditDoesNotApply
 
 

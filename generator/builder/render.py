@@ -9,8 +9,8 @@ from pathlib import Path
 import jinja2
 import libcst as cst
 
-from generator.build.deltas import CapCheck, Outcome
-from generator.build.imports import ImportBlock
+from generator.builder.deltas import CapCheck, Outcome
+from generator.builder.imports import ImportBlock
 from generator.sources.base import UPSTREAM_PATH
 
 # Loaded through the package, so an installed wheel (or a pre-commit hook venv) finds it as package data:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from generator.build import deltas, extract, imports, render, verify
+from generator.builder import deltas, extract, imports, render, verify
 from generator.sources.base import UpstreamFile
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from generator.build import anchors, deltas, extract
+from generator.builder import anchors, deltas, extract
 from generator.errors import UpstreamShapeError
 from generator.sources.base import UPSTREAM_PATH, UpstreamFile
 
