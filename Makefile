@@ -120,7 +120,7 @@ value-sim: $(VENV)/.vllm-$(VLLM_VERSION)
 # its whole pytest suite against one vLLM release per family, each in its own venv (.venv-range/TAG, kept
 # between runs), on a copy of the working tree regenerated for that tag (build/range/TAG: the tree `bump TAG`
 # leaves). One release: make test-range RANGE_TAGS=v0.27.1
-RANGE_TAGS ?= v0.24.0 v0.27.1 v0.33.0
+RANGE_TAGS ?= v0.24.0 v0.27.1 v0.33.0 v0.34.0
 RANGE := .venv-range
 
 $(RANGE)/%/.installed: requirements/dev.txt .ci/install-vllm .ci/vllm_companions.py

@@ -1,1 +1,1 @@
-"""The jinja2 templates generator/render.py fills. Shipped as package data of ``generator.templates``."""
+"""The jinja2 templates generator/builder/render.py fills. Shipped as package data of ``generator.templates``."""

@@ -8,6 +8,7 @@ capitals stand for whatever code is there). They come from vllm-ascend's release
 
 from __future__ import annotations
 
+import re
 import textwrap
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ class Form:
     code: str  # the statements, consecutive in one block
     restores: str = ""  # upstream's statement in their place once the delta is taken out ("": none)
     first: bool = False  # must be the first statement of schedule() (after a docstring)
+    stop: str = "break"  # delta 2: what the gate does, upstream's own stop (``break``, or a stop flag set)
 
 
 # Delta 1: balance off runs upstream's schedule(). Statements before the return (DISABLED_PATH) are
@@ -33,6 +35,19 @@ _GATE_SHAPES = {
     "one-statement gate": "if GATE:\n    break",
     "balance_flag pair": "balance_flag = GATE\nif balance_flag:\n    break",
 }
+# Where upstream's cap check sets a flag instead of breaking (one disjunct of ``<flag> = ... or ...``), the
+# flags known to stop admission into RUNNING, and so what the gate sets in place of its ``break``. 0.34's
+# ``loads_only``: nothing enters RUNNING this step, while asynchronous KV loads still start (they take no
+# running slot until their KV arrives), on the leader as on every rank. Another flag is a maintainer's call.
+STOP_FLAGS = ("loads_only",)
+STOPS = ("break", *(f"{flag} = True" for flag in STOP_FLAGS))
+
+
+def with_stop(code: str, stop: str) -> str:
+    """A gate form's code with its ``break`` (the stop statement alone on its line) replaced by ``stop``."""
+    return re.sub(r"^(\s*)break$", lambda m: m.group(1) + stop, code, flags=re.M)
+
+
 _WRAPPER = "if self._balance_enabled:\n"
 
 # Delta 3: break where upstream asserts.
@@ -41,7 +56,7 @@ QUEUE_ASSERT = "assert request_queue is not None"
 
 FORMS: tuple[Form, ...] = (
     Form(1, "early return", EARLY_RETURN, first=True),
-    *(Form(2, name, code) for name, code in _GATE_SHAPES.items()),
+    *(Form(2, name, with_stop(code, stop), stop=stop) for stop in STOPS for name, code in _GATE_SHAPES.items()),
     *(
         Form(2, f"{name} in `if self._balance_enabled:`", _WRAPPER + textwrap.indent(code, "    "))
         for name, code in _GATE_SHAPES.items()
@@ -66,10 +81,11 @@ COUNT_TERMS = {"self.num_waiting_for_streaming_input": "streaming slots"}
 
 
 def gate_form_names() -> tuple[str, ...]:
-    """The delta-2 forms a generated copy can be written in (a spec's ``gate_form``)."""
-    return tuple(f.name for f in FORMS if f.delta == 2)
+    """The delta-2 forms a generated copy can be written in (a spec's ``gate_form``); the stop is upstream's."""
+    return tuple(f.name for f in FORMS if f.delta == 2 and f.stop == "break")
 
 
 def gate_form(name: str) -> Form:
-    (form,) = [f for f in FORMS if f.delta == 2 and f.name == name]
+    """The form as written with ``break``: the generator puts upstream's own stop in its place."""
+    (form,) = [f for f in FORMS if f.delta == 2 and f.name == name and f.stop == "break"]
     return form

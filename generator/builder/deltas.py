@@ -4,7 +4,8 @@ An anchor is declared as the upstream code it must find, compared structurally (
 ``ast`` dump: formatting and comments do not matter, anything else does). It must match exactly
 once. Zero or several matches raise ``DeltaDoesNotApply`` naming the delta, the tag, what was
 looked for, and the upstream lines where it was expected: the generator never guesses. Retiring
-or re-anchoring a delta for newer tags is a change to this file (and to its twin in verify.py).
+or re-anchoring a delta for newer tags is a change to this file (and to its twin in
+generator/builder/verify.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import ClassVar
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from generator.builder import copy_forms
 from generator.builder.anchors import Hit, blocks, find, replace, same_code, small, with_block_body
 from generator.builder.copy_forms import LEADER_COUNT
 from generator.builder.extract import CLASS_NAME, METHOD_NAME
@@ -81,11 +83,19 @@ class CapCheck:
     count: str  # upstream's own expression for the slots taken (the per-step gather's payload)
     operator: str
     cap: str  # the attribute upstream compares with, e.g. ``max_num_running_reqs``
-    check: str  # upstream's condition as written, for the header
+    check: str  # upstream's comparison as written, for the header
     assigned: bool  # the count is ``name = <count>`` right before the check (0.25+), not inline
+    # What upstream does when its check holds, and so what the leader's gate does: ``break`` (to 0.33), or
+    # upstream's own flag set (0.34+: ``loads_only = True``, the mode that admits nothing into RUNNING).
+    stop: str = "break"
 
     def gate(self, leader: str = "") -> str:
         return f"{leader or 'self.' + LEADER_COUNT} {self.operator} self.{self.cap}"
+
+    @property
+    def flag(self) -> str | None:
+        """The flag upstream's check sets (``loads_only``), or None where the check breaks."""
+        return None if self.stop == "break" else self.stop.split("=")[0].strip()
 
 
 @dataclass(frozen=True)
@@ -115,7 +125,7 @@ class Delta:
         what = "not found" if found == 0 else f"found {found} times (ambiguous)"
         return DeltaDoesNotApply(
             f"delta {self.number} ({self.title}) does not apply to {ctx.tag}: {self.looked_for} "
-            f"in {CLASS_NAME}.{METHOD_NAME}() {what}; re-anchor it in generator/deltas.py "
+            f"in {CLASS_NAME}.{METHOD_NAME}() {what}; re-anchor it in generator/builder/deltas.py "
             "or keep the current pin",
             delta=self.number,
             detail=ctx.excerpt(near) or ctx.where_expected(),
@@ -166,6 +176,14 @@ def _expr(ctx: DeltaContext, node: cst.CSTNode) -> ast.expr | None:
         return None
 
 
+def one_line(code: str) -> str:
+    """Upstream's code on one line, for a header comment or a message: a line break inside brackets is a space."""
+    if "\n" not in code:
+        return code.strip()
+    text = " ".join(line.strip() for line in code.strip().splitlines())
+    return re.sub(r" ([)\]}])", r"\1", re.sub(r"([(\[{]) ", r"\1", text))
+
+
 def breaks(stmt: cst.BaseStatement) -> bool:
     """``if <test>: break``, nothing else: the shape of every admission stop in the WAITING loop."""
     if not (isinstance(stmt, cst.If) and small(stmt)):
@@ -179,17 +197,19 @@ class LeaderAtCapFreezes(Delta):
     number = 2
     title = "leader at cap freezes admission on every rank"
     looked_for = (
-        "the WAITING loop's running-cap check `if <count> <op> self.<cap>: break` "
-        "(count directly or through the assignment just before it)"
+        "the WAITING loop's running-cap check, `if <count> <op> self.<cap>: break` or a stop flag "
+        "`<flag> = <count> <op> self.<cap> or ...` (count directly or through the assignment just before it)"
     )
     # Every shape upstream's cap check has had, as data compared by ast shape. A new shape fails
     # loudly (exit 4) until a maintainer adds it here and to verify.py's twin.
     COUNTS = ("len(self.running)", "len(self.running) + self.num_waiting_for_streaming_input")
     OPERATORS: ClassVar[dict[type[ast.cmpop], str]] = {ast.Eq: "==", ast.GtE: ">="}
     CAPS = ("max_num_running_reqs", "max_num_active_reqs")
+    STOP_FLAGS = copy_forms.STOP_FLAGS  # where upstream's check sets a flag instead: why, in copy_forms.py
 
-    # The gate as code: GATE is the leader's count compared with upstream's cap. A consumer's tree keeps
-    # the form and the leader its own code already uses (copy_forms.py lists the forms); these are ours.
+    # The gate as code: GATE is the leader's count compared with upstream's cap, ``break`` upstream's stop
+    # (at a flag: the flag set). A consumer's tree keeps the form and the leader its own code already uses
+    # (copy_forms.py lists the forms); these are ours.
     FORM = "if GATE:\n    break"
     LEADER = f"self.{LEADER_COUNT}"
 
@@ -197,8 +217,9 @@ class LeaderAtCapFreezes(Delta):
         self.form, self.leader = form, leader
 
     def gate_statements(self, cap: CapCheck) -> list[cst.BaseStatement]:
-        """The form's statements with GATE filled in, every line marked ``# balance delta 2``."""
-        lines = re.sub(r"\bGATE\b", lambda _: cap.gate(self.leader), self.form).splitlines()
+        """The form's statements with GATE and the stop filled in, every line marked ``# balance delta 2``."""
+        code = re.sub(r"\bGATE\b", lambda _: cap.gate(self.leader), self.form)
+        lines = copy_forms.with_stop(code, cap.stop).splitlines()
         marked = [
             f"{line}  # balance delta 2{': leader at cap => global freeze' if n == 0 else ''}"
             for n, line in enumerate(lines)
@@ -209,11 +230,12 @@ class LeaderAtCapFreezes(Delta):
         hit, cap = self.find(method, ctx)
         body = list(hit.block.body)
         body[hit.index + 1 : hit.index + 1] = self.gate_statements(cap)
-        outcome = self._outcome(
-            f"upstream's cap check: `{cap.check}`",
-            f"gathered count (balance_running_count): `{cap.count}`",
-            cap=cap,
-        )
+        details = [f"upstream's cap check: `{cap.check}`"]
+        if cap.flag is not None:
+            details.append(
+                f"upstream's check sets `{cap.flag}` (nothing enters RUNNING): the leader's sets it on every rank"
+            )
+        outcome = self._outcome(*details, f"gathered count (balance_running_count): `{cap.count}`", cap=cap)
         return replace(method, hit.path, hit.block, with_block_body(hit.block, body)), outcome
 
     def find(self, method: cst.FunctionDef, ctx: DeltaContext) -> tuple[Hit, CapCheck]:
@@ -223,42 +245,76 @@ class LeaderAtCapFreezes(Delta):
             for owner, block, path in blocks(method)
             if isinstance(owner, _LOOPS)
             for index, stmt in enumerate(block.body)
-            if breaks(stmt) and (cap := self._cap_check(ctx, block, index)) is not None
+            for cap in self._cap_checks(ctx, block, index)
             for hit in [Hit(owner, block, index, (*path, block))]
         ]
         if len(hits) != 1:
             raise self._fail(ctx, len(hits), [h.stmt for h, _ in hits])
         return hits[0]
 
-    def _cap_check(self, ctx: DeltaContext, block: cst.IndentedBlock, index: int) -> CapCheck | None:
+    def _cap_checks(self, ctx: DeltaContext, block: cst.IndentedBlock, index: int) -> list[CapCheck]:
+        """The cap checks statement ``index`` holds: a break's test, or a stop flag's disjuncts."""
         stmt = block.body[index]
-        assert isinstance(stmt, cst.If)
-        test = _expr(ctx, stmt.test)
-        if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        if breaks(stmt):
+            assert isinstance(stmt, cst.If)
+            stop, tests = "break", [stmt.test]
+        elif (flag := stop_flag(stmt, self.STOP_FLAGS)) is not None:
+            target = flag.targets[0].target
+            assert isinstance(target, cst.Name)
+            stop, tests = f"{target.value} = True", disjuncts(flag.value)
+        else:
+            return []
+        return [cap for test in tests if (cap := self._cap_check(ctx, block, index, test, stop)) is not None]
+
+    def _cap_check(
+        self, ctx: DeltaContext, block: cst.IndentedBlock, index: int, node: cst.BaseExpression, stop: str
+    ) -> CapCheck | None:
+        test = _expr(ctx, node)
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(node, cst.Comparison)):
             return None
         operator = self.OPERATORS.get(type(test.ops[0]))
         (limit,) = test.comparators
         cap = limit.attr if isinstance(limit, ast.Attribute) and shape_of(limit) == _self_attr(limit.attr) else None
         if operator is None or cap not in self.CAPS:
             return None
-        count = _count_of(ctx, block, index, test.left)
+        count = _count_of(ctx, block, index, node, test.left)
         if count is None or shape_of(ast.parse(f"({count})", mode="eval").body) not in shapes(self.COUNTS):
             return None
         return CapCheck(
             count=count,
             operator=operator,
             cap=cap,
-            check=ctx.code(stmt.test).strip(),
+            check=one_line(ctx.code(node)),
             assigned=isinstance(test.left, ast.Name),
+            stop=stop,
         )
 
 
-def _count_of(ctx: DeltaContext, block: cst.IndentedBlock, index: int, left: ast.expr) -> str | None:
+def stop_flag(stmt: cst.BaseStatement, flags: Sequence[str]) -> cst.Assign | None:
+    """``<flag> = <value>`` alone on its line, ``<flag>`` one of ``flags``: the statement, else None."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
+        return None
+    assign = stmt.body[0]
+    if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1):
+        return None
+    target = assign.targets[0].target
+    return assign if isinstance(target, cst.Name) and target.value in flags else None
+
+
+def disjuncts(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The parts of an ``a or b or ...`` chain (parentheses are libcst's attributes, not nodes), else ``[node]``."""
+    if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.Or):
+        return [*disjuncts(node.left), *disjuncts(node.right)]
+    return [node]
+
+
+def _count_of(
+    ctx: DeltaContext, block: cst.IndentedBlock, index: int, comparison: cst.BaseExpression, left: ast.expr
+) -> str | None:
     """Upstream's count: the compared expression, or the value of ``name = ...`` right before the check."""
     if not isinstance(left, ast.Name):
-        stmt = block.body[index]
-        assert isinstance(stmt, cst.If) and isinstance(stmt.test, cst.Comparison)
-        return ctx.code(stmt.test.left).strip()
+        assert isinstance(comparison, cst.Comparison)
+        return ctx.code(comparison.left).strip()
     previous = block.body[index - 1] if index > 0 else None
     if not (isinstance(previous, cst.SimpleStatementLine) and len(previous.body) == 1):
         return None
@@ -336,7 +392,7 @@ class QueueNoneBreaks(Delta):
         assert isinstance(stop, cst.If)
         return self._outcome(
             "upstream breaks on an empty queue itself, so there is no assert to replace",
-            f"({ctx.line_label(stop)}`if {ctx.code(stop.test).strip()}: break`)",
+            f"({ctx.line_label(stop)}`if {one_line(ctx.code(stop.test))}: break`)",
             applied=False,
         )
 

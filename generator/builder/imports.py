@@ -115,7 +115,7 @@ def resolve(
                 continue
             raise UpstreamShapeError(
                 f"schedule() at {tag} uses {name!r}, which upstream's module neither imports nor "
-                "defines: teach generator/imports.py where it comes from"
+                "defines: teach generator/builder/imports.py where it comes from"
             )
         if len(found) == 1 and not found[0].local:
             (runtime, checking)[found[0].type_checking].append(found[0])

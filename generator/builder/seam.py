@@ -55,13 +55,12 @@ def make_seam(upstream: UpstreamFile) -> Seam:
     ctx = deltas.DeltaContext(tag, module, method=found.method)
     hit, cap = deltas.LeaderAtCapFreezes().find(found.method, ctx)
     check = hit.stmt
-    assert isinstance(check, cst.If)
+    condition = _condition(ctx, check, cap)
 
     body = list(hit.block.body)
     assignment = body[hit.index - 1] if cap.assigned else None
     moved: list[cst.BaseStatement] = []
-    call = cst.parse_statement(f"if self.{SEAM_METHOD}():\n    break\n").with_changes(leading_lines=check.leading_lines)
-    body[hit.index] = call
+    body[hit.index] = _calling(check, condition)
     if assignment is not None:
         # The count's assignment goes into the method; it also stays in the loop if the loop
         # reads the name elsewhere, so no other line can change behaviour.
@@ -71,18 +70,38 @@ def make_seam(upstream: UpstreamFile) -> Seam:
             del body[hit.index - 1]
     method = anchors.replace(found.method, hit.path, hit.block, anchors.with_block_body(hit.block, body))
 
-    seam_method = _seam_method(ctx, moved, check)
+    seam_method = _seam_method(ctx, moved, condition)
     members = list(found.cls.body.body)
     at = members.index(found.method)
     members[at] = method.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
     members.insert(at, seam_method.with_changes(leading_lines=found.method.leading_lines))
     cls = found.cls.with_changes(body=found.cls.body.with_changes(body=members))
     patched = module.with_changes(body=[cls if s is found.cls else s for s in module.body]).code
-    condition = ctx.code(check.test).strip()
-    return Seam(patched, unified_diff(text, patched), condition, _description(tag, condition))
+    return Seam(patched, unified_diff(text, patched), cap.check, _description(tag, cap.check))
 
 
-def _seam_method(ctx: deltas.DeltaContext, moved: list[cst.BaseStatement], check: cst.If) -> cst.FunctionDef:
+def _condition(ctx: deltas.DeltaContext, check: cst.BaseStatement, cap: deltas.CapCheck) -> cst.BaseExpression:
+    """Upstream's cap comparison in ``check``: a break's test, or the stop flag's disjunct that asks it."""
+    if isinstance(check, cst.If):
+        return check.test
+    assert isinstance(check, cst.SimpleStatementLine) and isinstance(check.body[0], cst.Assign)
+    (asked,) = [d for d in deltas.disjuncts(check.body[0].value) if deltas.one_line(ctx.code(d)) == cap.check]
+    return asked
+
+
+def _calling(check: cst.BaseStatement, condition: cst.BaseExpression) -> cst.BaseStatement:
+    """``check`` asking the seam instead: ``if self.<seam>(): break``, or the flag with the call in its place."""
+    if isinstance(check, cst.If):
+        call = cst.parse_statement(f"if self.{SEAM_METHOD}():\n    break\n")
+        return call.with_changes(leading_lines=check.leading_lines)
+    replaced = check.deep_replace(condition, cst.parse_expression(f"self.{SEAM_METHOD}()"))
+    assert isinstance(replaced, cst.SimpleStatementLine)
+    return replaced
+
+
+def _seam_method(
+    ctx: deltas.DeltaContext, moved: list[cst.BaseStatement], condition: cst.BaseExpression
+) -> cst.FunctionDef:
     # Written inside a class so the docstring's own lines carry the method's indentation.
     holder = cst.parse_statement(
         "class Scheduler:\n"
@@ -92,7 +111,7 @@ def _seam_method(ctx: deltas.DeltaContext, moved: list[cst.BaseStatement], check
         "        Overridable, so a scheduler that coordinates admission across data-parallel\n"
         "        ranks can extend this one condition instead of copying schedule().\n"
         '        """\n'
-        f"        return {ctx.code(check.test).strip()}\n"
+        f"        return {deltas.one_line(ctx.code(condition))}\n"
     )
     assert isinstance(holder, cst.ClassDef) and isinstance(holder.body, cst.IndentedBlock)
     template = holder.body.body[0]
@@ -102,7 +121,7 @@ def _seam_method(ctx: deltas.DeltaContext, moved: list[cst.BaseStatement], check
 
 
 def _read_elsewhere(
-    ctx: deltas.DeltaContext, method: cst.FunctionDef, assignment: cst.BaseStatement, check: cst.If
+    ctx: deltas.DeltaContext, method: cst.FunctionDef, assignment: cst.BaseStatement, check: cst.BaseStatement
 ) -> bool:
     """Can any read of the count's name but the check see this assignment?
 
@@ -115,6 +134,8 @@ def _read_elsewhere(
     source = textwrap.dedent(ctx.code(method).lstrip("\n"))
     tree = ast.parse(source)
     check_line = _line_of(source, ctx.code(check))
+    # The check's own lines (a stop flag spans several) read the count only where the seam's call goes.
+    check_lines = range(check_line, check_line + len(ctx.code(check).strip("\n").splitlines()))
     assigned_line = check_line - 1
     loops = [
         n
@@ -127,7 +148,7 @@ def _read_elsewhere(
         and node.id == target.value
         and isinstance(node.ctx, ast.Load)
         and node.lineno >= visible_from
-        and node.lineno != check_line
+        and node.lineno not in check_lines
         for node in ast.walk(tree)
     )
 

@@ -27,6 +27,7 @@ _QUEUE_NAME = "request_queue"
 _WAITING = "self.waiting"
 _DIRECT_PEEK = "request = self.waiting.peek_request()\n"
 _REGEN = "run `make regen`"
+_TEACH = "generator/builder/deltas.py and generator/builder/verify.py"
 
 
 def _dump(node: ast.AST) -> str:
@@ -133,23 +134,77 @@ class Verified:
     count: str  # upstream's cap-check count, which the runtime gathers
     check: str  # upstream's cap check, as the leader is asked it
     queue_note: str  # delta 3: where it applies, or why it is not needed
+    flag: str | None = None  # the flag upstream's check and the gate set (0.34+: ``loads_only``); None: they break
+
+    @property
+    def question(self) -> str:
+        """What the leader is asked, and what its answer does where it does not break."""
+        return f"`{self.check}`" + (f" (the answer sets `{self.flag}`)" if self.flag else "")
 
     @property
     def summary(self) -> str:
         return f"balance deltas 1, 2{self.queue_note}"
 
 
+def _sets_flag(node: ast.stmt) -> str | None:
+    """``if <test>: <name> = True`` and nothing else: the name, else None."""
+    if not (isinstance(node, ast.If) and not node.orelse and len(node.body) == 1):
+        return None
+    (inner,) = node.body
+    ok = (
+        isinstance(inner, ast.Assign)
+        and len(inner.targets) == 1
+        and isinstance(inner.targets[0], ast.Name)
+        and isinstance(inner.value, ast.Constant)
+        and inner.value.value is True
+    )
+    return inner.targets[0].id if ok else None  # type: ignore[attr-defined]
+
+
 def _leader_gate(gen: ast.FunctionDef, leaders: tuple[str, ...] = (LEADER,)) -> _Located:
+    """``if <leader> <op> <cap>:`` that breaks, or sets a flag (where upstream's check sets one)."""
     wanted = {_dump(ast.parse(code, mode="eval").body) for code in leaders}
     gates = [
         s
         for s in _statements(gen)
-        if is_break_if(s.node)
+        if (is_break_if(s.node) or _sets_flag(s.node) is not None)
         and isinstance(test := s.node.test, ast.Compare)  # type: ignore[attr-defined]
         and len(test.ops) == 1
         and _dump(test.left) in wanted
     ]
     return _exactly_once(gates, "delta 2 (leader-at-cap gate)")
+
+
+def _same_question(check: ast.expr, gate: ast.Compare) -> bool:
+    return (
+        isinstance(check, ast.Compare)
+        and [type(o) for o in check.ops] == [type(o) for o in gate.ops]
+        and [_dump(c) for c in check.comparators] == [_dump(c) for c in gate.comparators]
+    )
+
+
+def _upstream_check(before: ast.stmt | None, gate: ast.If) -> ast.Compare | None:
+    """Upstream's comparison in the statement before the gate, when the gate asks it and stops as it does.
+
+    A gate that breaks follows ``if <check>: break``; a gate that sets ``<flag> = True`` follows
+    ``<flag> = <check>`` or ``<flag> = ... or <check> or ...``, the one disjunct asking the gate's question.
+    """
+    assert isinstance(gate.test, ast.Compare)
+    if before is None:
+        return None
+    flag = _sets_flag(gate)
+    if flag is None:
+        if not (isinstance(before, ast.If) and is_break_if(before) and isinstance(before.test, ast.Compare)):
+            return None
+        return before.test if _same_question(before.test, gate.test) else None
+    if not (
+        isinstance(before, ast.Assign) and [_dump(t) for t in before.targets] == [_dump(ast.Name(flag, ast.Store()))]
+    ):
+        return None
+    value = before.value
+    parts = value.values if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or) else [value]
+    asked = [p for p in parts if _same_question(p, gate.test)]
+    return asked[0] if len(asked) == 1 else None  # type: ignore[return-value]
 
 
 def _upstream_count(gate: _Located) -> tuple[ast.expr, str]:
@@ -158,20 +213,13 @@ def _upstream_count(gate: _Located) -> tuple[ast.expr, str]:
     assert isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
     if not gate.in_loop:
         raise VerificationFailed(f"delta 2 is not directly inside the WAITING loop: {_REGEN}")
-    before = gate.block[gate.index - 1] if gate.index > 0 else None
-    ok = (
-        before is not None
-        and is_break_if(before)
-        and isinstance(check := before.test, ast.Compare)  # type: ignore[attr-defined]
-        and [type(o) for o in check.ops] == [type(o) for o in node.test.ops]
-        and [_dump(c) for c in check.comparators] == [_dump(c) for c in node.test.comparators]
-    )
-    if not ok:
+    check = _upstream_check(gate.block[gate.index - 1] if gate.index > 0 else None, node)
+    if check is None:
+        stop = "break" if _sets_flag(node) is None else f"`{_sets_flag(node)}` setting"
         raise VerificationFailed(
-            f"delta 2 does not directly follow upstream's running-cap break with the same operator and cap: {_REGEN}"
+            f"delta 2 does not directly follow upstream's running-cap {stop} with the same operator and cap: {_REGEN}"
         )
-    assert isinstance(before, ast.If) and isinstance(before.test, ast.Compare)
-    count = before.test.left
+    count = check.left
     if isinstance(count, ast.Name):
         assign = gate.block[gate.index - 2] if gate.index > 1 else None
         if not (
@@ -180,10 +228,10 @@ def _upstream_count(gate: _Located) -> tuple[ast.expr, str]:
         ):
             raise VerificationFailed(
                 f"upstream's cap check compares `{count.id}`, which is not assigned right before it: "
-                "teach generator/deltas.py and verify.py this shape"
+                f"teach {_TEACH} this shape"
             )
         count = assign.value
-    return count, ast.unparse(before.test)
+    return count, ast.unparse(check)
 
 
 def _check_count_method(tree: ast.Module, count: ast.expr) -> None:
@@ -249,7 +297,7 @@ def _delta3_not_needed(up: ast.FunctionDef) -> str:
         "upstream schedule() has neither `assert request_queue is not None`, nor exactly one "
         "`if not request_queue ...: break` in a loop, nor (without any request_queue) one "
         "`request = self.waiting.peek_request()` in a `while self.waiting ...` loop: "
-        "teach generator/deltas.py and verify.py this shape"
+        f"teach {_TEACH} this shape"
     )
 
 
@@ -313,6 +361,7 @@ def verify(
     # Delta 2: right after upstream's own cap check, same operator and cap, upstream's count gathered.
     d2 = _leader_gate(gen, leaders)
     count, check = _upstream_count(d2)
+    flag = _sets_flag(d2.node)
     if count_check is None:
         _check_count_method(gen_tree, count)
     else:
@@ -360,7 +409,7 @@ def verify(
     del d1.block[d1.index]
     if _dump(gen) != _dump(up):
         raise VerificationFailed(f"schedule() minus the deltas is not upstream's AST: {_REGEN}")
-    return Verified(count=ast.unparse(count), check=check, queue_note=queue_note)
+    return Verified(count=ast.unparse(count), check=check, queue_note=queue_note, flag=flag)
 
 
 def _check_header_says_not_needed(generated: str) -> None:

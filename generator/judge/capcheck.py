@@ -41,27 +41,43 @@ def _loop_bodies(func: ast.FunctionDef) -> Iterator[list[ast.stmt]]:
 
 
 def find(func: ast.FunctionDef) -> CapCheck | None:
-    """Upstream's running-cap break in the WAITING loop, when exactly one statement has a known shape."""
+    """Upstream's running-cap check in the WAITING loop (a break or a stop flag), when exactly one is known."""
     counts = shapes(LeaderAtCapFreezes.COUNTS)  # the generator's own shapes, parsed once
     found = []
     for block in _loop_bodies(func):
         for index, stmt in enumerate(block):
-            if not (is_break_if(stmt) and isinstance(test := stmt.test, ast.Compare) and len(test.ops) == 1):  # type: ignore[attr-defined]
-                continue
-            operator = LeaderAtCapFreezes.OPERATORS.get(type(test.ops[0]))
-            (limit,) = test.comparators
-            if not (
-                operator is not None
-                and isinstance(limit, ast.Attribute)
-                and isinstance(limit.value, ast.Name)
-                and limit.value.id == "self"
-                and limit.attr in LeaderAtCapFreezes.CAPS
-            ):
-                continue
-            count = _resolve(block, index, test.left)
-            if count is not None and shape_of(count) in counts:
-                found.append(CapCheck(ast.unparse(count), operator, ast.unparse(limit)))
+            for test in _questions(stmt):
+                if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+                    continue
+                operator = LeaderAtCapFreezes.OPERATORS.get(type(test.ops[0]))
+                (limit,) = test.comparators
+                if not (
+                    operator is not None
+                    and isinstance(limit, ast.Attribute)
+                    and isinstance(limit.value, ast.Name)
+                    and limit.value.id == "self"
+                    and limit.attr in LeaderAtCapFreezes.CAPS
+                ):
+                    continue
+                count = _resolve(block, index, test.left)
+                if count is not None and shape_of(count) in counts:
+                    found.append(CapCheck(ast.unparse(count), operator, ast.unparse(limit)))
     return found[0] if len(found) == 1 else None
+
+
+def _questions(stmt: ast.stmt) -> list[ast.expr]:
+    """What a statement asks that can stop admission: a break's test, or a stop flag's disjuncts (0.34+)."""
+    if is_break_if(stmt):
+        return [stmt.test]  # type: ignore[attr-defined]
+    if (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+        and stmt.targets[0].id in LeaderAtCapFreezes.STOP_FLAGS
+    ):
+        value = stmt.value
+        return list(value.values) if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or) else [value]
+    return []
 
 
 def _resolve(block: list[ast.stmt], index: int, left: ast.expr) -> ast.expr | None:

@@ -42,7 +42,7 @@ def status(upstream: UpstreamFile) -> str:
     if (reason := seam.no_copy_reason(upstream)) is not None:
         return f"ok: {reason}"
     verified = verify.verify(pipeline.generate(upstream), upstream.text)
-    return f"ok: {verified.summary}; the leader is asked `{verified.check}`"
+    return f"ok: {verified.summary}; the leader is asked {verified.question}"
 
 
 def row(label: str, fetch: Callable[[], UpstreamFile]) -> Row:

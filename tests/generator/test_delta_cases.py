@@ -27,7 +27,7 @@ def _generate(source: bytes) -> str:
 
 
 def test_every_family_has_a_case() -> None:
-    assert CASES == ["v0_13_family", "v0_24_family", "v0_25_family", "v0_31_family"]
+    assert CASES == ["v0_13_family", "v0_24_family", "v0_25_family", "v0_31_family", "v0_34_family"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -43,6 +43,7 @@ def test_case_generates_exactly_the_expected_module(case: str) -> None:
     ("case", "why"),
     [
         ("v0_31_family", "delta 3 not needed: upstream breaks on an empty queue itself (line 15:"),
+        ("v0_34_family", "delta 3 not needed: upstream breaks on an empty queue itself (line 24:"),
         (
             "v0_13_family",
             "delta 3 not needed: the WAITING loop has no request_queue (line 19: "
@@ -87,7 +88,9 @@ def test_a_pre_018_loop_in_another_shape_fails_delta3_and_verify(old: str, new: 
     assert "|" in info.value.detail.splitlines()[0]
     # The independent twin refuses the same upstream: the known-good module is not "verified" against it.
     expected = (DATA / "v0_13_family.out.py").read_text(encoding="utf-8")
-    with pytest.raises(VerificationFailed, match=r"request = self\.waiting\.peek_request.*teach generator/deltas\.py"):
+    with pytest.raises(
+        VerificationFailed, match=r"request = self\.waiting\.peek_request.*teach generator/builder/deltas\.py"
+    ):
         verify.verify(expected, changed)
 
 
@@ -102,8 +105,12 @@ def test_a_pre_018_loop_in_another_shape_fails_delta3_and_verify(old: str, new: 
         ("v0_24_family", "self.max_num_running_reqs:", "self.max_num_seqs:"),
         # the name compared is not the one assigned right before
         ("v0_31_family", "            if num_running >= self", "            if num_runnin >= self"),
+        # a flag no release has stopped admission with: whether it stops admission is a maintainer's call
+        ("v0_34_family", "loads_only = (", "prefetch_only = ("),
+        # the cap check joined by `and`: the flag no longer holds whenever the cap is reached
+        ("v0_34_family", "self.max_num_active_reqs or token_budget", "self.max_num_active_reqs and token_budget"),
     ],
-    ids=["operator", "count", "cap", "unresolved-name"],
+    ids=["operator", "count", "cap", "unresolved-name", "unknown-flag", "flag-and"],
 )
 def test_a_new_cap_check_shape_fails_loudly_with_upstream_context(case: str, old: str, new: str) -> None:
     source = (DATA / f"{case}.in.py").read_text(encoding="utf-8")
@@ -130,3 +137,45 @@ def test_two_empty_queue_breaks_are_ambiguous() -> None:
     line = "            if not request_queue or input_budget <= draft_slots:\n                break\n"
     with pytest.raises(DeltaDoesNotApply, match=r"delta 3 .* found 2 times"):
         _generate(source.replace(line, line + line).encode())
+
+
+V034_GATE = (
+    "            if self.balance_leader_running >= self.max_num_active_reqs:  # balance delta 2: leader at cap => "
+    "global freeze\n"
+    "                loads_only = True  # balance delta 2\n"
+)
+
+
+def test_at_a_stop_flag_the_gate_sets_upstreams_flag_right_after_upstreams_check() -> None:
+    """0.34's `loads_only`: every rank enters the mode the leader's own check would put it in (read by hand)."""
+    expected = (DATA / "v0_34_family.out.py").read_text(encoding="utf-8")
+    check = "            loads_only = (\n                num_running >= self.max_num_active_reqs or token_budget <= 0\n            )\n"
+    assert check + V034_GATE + "            if not loads_only:\n" in expected
+    assert "break  # balance delta 2" not in expected
+
+
+@pytest.mark.parametrize(
+    ("gate", "why"),
+    [
+        # a gate that breaks where upstream only sets its flag would also stop the loads the leader starts
+        (V034_GATE.replace("loads_only = True  #", "break  #"), "running-cap break with the same operator"),
+        # a gate that sets another name than upstream's flag changes nothing upstream reads
+        (V034_GATE.replace("loads_only = True", "load_only = True"), "running-cap `load_only` setting"),
+        # the leader asked another cap than upstream's check
+        (V034_GATE.replace(">= self.max_num_active_reqs:", ">= self.max_num_running_reqs:"), "same operator and cap"),
+    ],
+    ids=["break-instead-of-flag", "other-flag", "other-cap"],
+)
+def test_verify_refuses_a_flag_gate_that_is_not_upstreams_question(gate: str, why: str) -> None:
+    source = (DATA / "v0_34_family.in.py").read_text(encoding="utf-8")
+    expected = (DATA / "v0_34_family.out.py").read_text(encoding="utf-8")
+    assert V034_GATE in expected
+    with pytest.raises(VerificationFailed, match=why):
+        verify.verify(expected.replace(V034_GATE, gate), source)
+
+
+def test_verify_says_what_the_leaders_answer_sets() -> None:
+    source = (DATA / "v0_34_family.in.py").read_text(encoding="utf-8")
+    verified = verify.verify((DATA / "v0_34_family.out.py").read_text(encoding="utf-8"), source)
+    assert verified.question == "`num_running >= self.max_num_active_reqs` (the answer sets `loads_only`)"
+    assert verified.count == "len(self.running) + self.num_waiting_for_streaming_input"

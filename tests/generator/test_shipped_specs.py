@@ -27,6 +27,7 @@ from generator.tree import specs
 VERSION = "0.30.0rc2"
 DYNTRA = Path("vllm_ascend/core/dyntra_lb_scheduler.py")
 RECOMPUTE = Path("vllm_ascend/core/recompute_scheduler.py")
+BALANCE = Path("vllm_ascend/patch/platform/patch_balance_schedule.py")
 CONNECTOR = "the connector lookup of the running vLLM (v0.26: in the scheduler)"
 
 
@@ -146,3 +147,24 @@ def test_the_tree_takes_the_decision_in_its_own_copy_of_the_specs(regenerated: P
     dyntra = (tree / DYNTRA).read_text()
     assert "self._get_local_prefix_cache_hit(request, max_cache_hit_length)" in dyntra
     assert _run(tree, "check")[0] == 0
+    # On to v0.34.0, where the cap check became the `loads_only` mode: every copy again, and the balance
+    # copy's gate sets upstream's flag right after upstream's own assignment of it.
+    code, out, err = _run(tree, "bump", "v0.34.0", "--no-impact")
+    assert code == 0, err
+    assert _run(tree, "check")[0] == 0
+    assert (tree / ".github/vllm-release-tag.commit").read_text() == "v0.34.0\n"
+    for path, cls in ((RECOMPUTE, "RecomputeScheduler"), (DYNTRA, "DyntraLBScheduler")):
+        assert f"{cls}.schedule is vLLM v0.34.0's Scheduler.schedule" in (tree / path).read_text(), path
+    balance = _method((tree / BALANCE).read_text(), "BalanceScheduler")
+    gates = [
+        (block, i)
+        for node in ast.walk(balance)
+        for block in [getattr(node, "body", None)]
+        if isinstance(block, list)
+        for i, stmt in enumerate(block)
+        if isinstance(stmt, ast.If) and [ast.unparse(s) for s in stmt.body] == ["loads_only = True"]
+    ]
+    assert len(gates) == 1
+    block, at = gates[0]
+    assert ast.unparse(block[at - 1]).startswith("loads_only = num_running >= self.max_num_active_reqs or")
+    assert ast.unparse(block[at].test).endswith(">= self.max_num_active_reqs")  # type: ignore[attr-defined]

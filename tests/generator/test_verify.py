@@ -96,7 +96,7 @@ def test_delta3_where_upstream_has_no_assert_fails(generated: str, upstream_v024
 
 
 @pytest.mark.network
-@pytest.mark.parametrize("tag", ["v0.27.1", "v0.32.0", "v0.33.0"])
+@pytest.mark.parametrize("tag", ["v0.27.1", "v0.32.0", "v0.33.0", "v0.34.0"])
 def test_real_release_of_each_later_family_generates_and_verifies(tag: str) -> None:
 
     upstream, _ = release.fetch(tag)
@@ -109,6 +109,11 @@ def test_real_release_of_each_later_family_generates_and_verifies(tag: str) -> N
     assert ("if request_queue is None:  # balance delta 3" in text) is not not_needed
     cap = "max_num_active_reqs" if not_needed else "max_num_running_reqs"
     assert f"if self.balance_leader_running >= self.{cap}:  # balance delta 2" in text
+    # From 0.34 upstream's check sets `loads_only` instead of breaking, and so does the leader's gate.
+    flag = tag >= "v0.34.0"
+    assert ("loads_only = True  # balance delta 2" in text) is flag
+    assert ("break  # balance delta 2" in text) is not flag
+    assert (verified.flag == "loads_only") is flag
     # Not needed at a tag whose header still claims the delta is an error, too.
     if not_needed:
         lying = text.replace(" -- NOT NEEDED at " + tag, "", 1)
