@@ -149,7 +149,11 @@ V034_GATE = (
 def test_at_a_stop_flag_the_gate_sets_upstreams_flag_right_after_upstreams_check() -> None:
     """0.34's `loads_only`: every rank enters the mode the leader's own check would put it in (read by hand)."""
     expected = (DATA / "v0_34_family.out.py").read_text(encoding="utf-8")
-    check = "            loads_only = (\n                num_running >= self.max_num_active_reqs or token_budget <= 0\n            )\n"
+    check = (
+        "            loads_only = (\n"
+        "                num_running >= self.max_num_active_reqs or token_budget <= 0\n"
+        "            )\n"
+    )
     assert check + V034_GATE + "            if not loads_only:\n" in expected
     assert "break  # balance delta 2" not in expected
 

@@ -28,6 +28,7 @@ VERSION = "0.30.0rc2"
 DYNTRA = Path("vllm_ascend/core/dyntra_lb_scheduler.py")
 RECOMPUTE = Path("vllm_ascend/core/recompute_scheduler.py")
 BALANCE = Path("vllm_ascend/patch/platform/patch_balance_schedule.py")
+ENCODER_CACHE = "encoder-cache metadata only where SchedulerOutput has the field"
 CONNECTOR = "the connector lookup of the running vLLM (v0.26: in the scheduler)"
 
 
@@ -147,10 +148,19 @@ def test_the_tree_takes_the_decision_in_its_own_copy_of_the_specs(regenerated: P
     dyntra = (tree / DYNTRA).read_text()
     assert "self._get_local_prefix_cache_hit(request, max_cache_hit_length)" in dyntra
     assert _run(tree, "check")[0] == 0
-    # On to v0.34.0, where the cap check became the `loads_only` mode: every copy again, and the balance
-    # copy's gate sets upstream's flag right after upstream's own assignment of it.
+    # On to v0.34.0, where the cap check became the `loads_only` mode. The bump stops at the encoder-cache
+    # edit, declared up to v0.33.0: upstream passes no ec_manager_metadata any more. The maintainer drops it.
+    before = _files(tree)
+    code, _, err = _run(tree, "bump", "v0.34.0", "--no-impact")
+    assert code == 4 and f"edit {ENCODER_CACHE!r} is written for vLLM up to v0.33.0, not v0.34.0" in err
+    assert _files(tree) == before
+    text = spec.read_text()
+    start = text.index(f'name = "{ENCODER_CACHE}"')
+    start = text.rindex("[[copy.edit]]", 0, start)
+    spec.write_text(text[:start] + text[text.index("[[copy.edit]]", start + 1) :])
     code, out, err = _run(tree, "bump", "v0.34.0", "--no-impact")
     assert code == 0, err
+    assert "ec_manager_metadata" not in (tree / DYNTRA).read_text().split("# >>> balance-patchgen")[1]
     assert _run(tree, "check")[0] == 0
     assert (tree / ".github/vllm-release-tag.commit").read_text() == "v0.34.0\n"
     for path, cls in ((RECOMPUTE, "RecomputeScheduler"), (DYNTRA, "DyntraLBScheduler")):
