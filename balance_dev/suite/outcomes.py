@@ -8,10 +8,14 @@ of a test module breaks every test in it).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 BAD = ("failed", "error")
+# pytest's short traceback lines: "path:line: in function" (the suite plugin reads them the same way)
+FRAME_LINE = re.compile(r"^(\S+?\.py):(\d+): in (\S+)")
+CONFTEST = re.compile(r"^\w+Error while loading conftest '(.+?)'")
 
 
 @dataclass(frozen=True)
@@ -81,8 +85,39 @@ def read_records(path: Path) -> SuiteRun:
     return run
 
 
+def frames_in(text: str) -> tuple[Frame, ...]:
+    """The frames of pytest's short traceback text, an installed file's path cut to ``vllm/...``."""
+    out = []
+    for line in text.splitlines():
+        if match := FRAME_LINE.match(line):
+            path = match[1].rsplit("site-packages/", 1)[-1]
+            out.append(Frame(path, int(match[2]), match[3]))
+    return tuple(out)
+
+
+def conftest_error(log: str, root: str) -> Outcome | None:
+    """A conftest that does not import stops pytest before any test: its error, keyed by its folder."""
+    lines = log.splitlines()
+    for number, line in enumerate(lines):
+        if match := CONFTEST.match(line):
+            folder = match[1].removeprefix(root.rstrip("/") + "/").rpartition("/")[0] + "/"
+            rest = "\n".join(lines[number + 1 :])
+            error = next((x[1:].strip() for x in rest.splitlines() if x.startswith("E   ")), line)[:300]
+            return Outcome(folder, "error", error, frames_in(rest))
+    return None
+
+
 def module_of(test: str) -> str:
     return test.split("::", 1)[0]
+
+
+def collect_error_for(run: SuiteRun, test: str) -> Outcome | None:
+    """The collection error that kept ``test`` from running: its module's, or its folder's conftest's."""
+    module = module_of(test)
+    if (found := run.collect_errors.get(module)) is not None:
+        return found
+    folders = [k for k in run.collect_errors if k.endswith("/") and module.startswith(k)]
+    return run.collect_errors[max(folders, key=len)] if folders else None
 
 
 def bump_failures(at_from: SuiteRun, at_to: SuiteRun) -> list[Outcome]:
@@ -94,7 +129,7 @@ def bump_failures(at_from: SuiteRun, at_to: SuiteRun) -> list[Outcome]:
         after = at_to.tests.get(test)
         if after is not None and after.outcome in BAD:
             out.append(after)
-        elif after is None and (gone := at_to.collect_errors.get(module_of(test))) is not None:
+        elif after is None and (gone := collect_error_for(at_to, test)) is not None:
             out.append(Outcome(test, "error", gone.error, gone.frames))
     return out
 

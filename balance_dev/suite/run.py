@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from balance_dev.downstream import NICE, run_logged, say
-from balance_dev.suite.outcomes import SuiteRun, read_records
+from balance_dev.suite.outcomes import SuiteRun, conftest_error, read_records
 
 # Their CI's container env and the step's (the Ascend toolkit's set_env.sh aside: no NPU here).
 CI_ENV = {
@@ -66,10 +66,19 @@ def run_suite(
     say(f"{label}: {' '.join(tests)} in {tree} (log: {log})")
     started = time.monotonic()
     status = run_logged(cmd, log, cwd=tree, env=env)
-    run = read_records(records)
+    run = read_run(records, log, tree)
     run.seconds = time.monotonic() - started
     run.status = status
     say(f"{label}: pytest exited {status} in {run.seconds:.0f} s: {run.counts()}")
+    return run
+
+
+def read_run(records: Path, log: Path, tree: Path) -> SuiteRun:
+    """The plugin's records; when there are none because a conftest did not import, that error (from the log)."""
+    run = read_records(records)
+    text = log.read_text("utf-8", errors="replace") if log.is_file() else ""
+    if not run.tests and (stopped := conftest_error(text, str(tree.resolve()))) is not None:
+        run.collect_errors[stopped.test] = stopped
     return run
 
 
