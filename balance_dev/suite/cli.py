@@ -50,6 +50,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--venvs", type=Path, default=Path(".venv-suite"), help="prefix: PREFIX-A, PREFIX-B")
     parser.add_argument("--out", help=f"the report (default: {DEFAULT_OUT})")
     parser.add_argument("--no-coverage", action="store_true", help="no coverage at A (no executed-sites figure)")
+    parser.add_argument(
+        "--reuse-runs", action="store_true", help="judge the runs WORK holds again (impact and attribution only)"
+    )
+    parser.add_argument("--impact-json", type=Path, help="an impact --format json document to judge with")
     args = parser.parse_args(argv)
     if not re.fullmatch(r"[0-9][0-9a-z.]*", args.version) or not re.fullmatch(r"v?[0-9][0-9a-z.]*", args.to):
         parser.error("--version and --to take release versions (0.30.0rc2, v0.33.0)")
@@ -66,7 +70,8 @@ def absolute(path: Path) -> Path:
 
 
 def rerun_command(argv: Sequence[str]) -> str:
-    return shlex.join([".venv/bin/python", "-m", "balance_dev.suite", *argv])
+    """The command that makes the report from scratch (``--reuse-runs`` only re-judges what it made)."""
+    return shlex.join([".venv/bin/python", "-m", "balance_dev.suite", *(a for a in argv if a != "--reuse-runs")])
 
 
 def has_wheel(version: str) -> bool:
@@ -113,9 +118,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def suite(args: argparse.Namespace, command: str) -> int:
     work: Path = args.work
     work.mkdir(parents=True, exist_ok=True)
-    tree = downstream.extract_tree(downstream.sdist_bytes(args.version), work / "tree", args.version)
+    if args.reuse_runs:
+        tree = work / "tree" / f"vllm_ascend-{args.version}"
+    else:
+        tree = downstream.extract_tree(downstream.sdist_bytes(args.version), work / "tree", args.version)
     vllm_from, vllm_to = downstream.pinned_vllm(tree), version_of(args.to) if args.to.startswith("v") else args.to
-    if not has_wheel(vllm_to):
+    if not args.reuse_runs and not has_wheel(vllm_to):
         say(f"error: vLLM {vllm_to} has no wheel on the package index to install on CPU torch")
         return 5
     started = time.monotonic()
@@ -130,9 +138,15 @@ def suite(args: argparse.Namespace, command: str) -> int:
         first = first_collection_error(at_from, work / "at-from.log")
         say(f"error: the suite cannot be collected at v{vllm_from}: {first}")
         return 3
-    at_to = run.run_suite("at-to", python_to, tree, work, args.tests, args.timeout)
+    if args.reuse_runs:
+        at_to = run.reread("at-to", tree, work)
+    else:
+        at_to = run.run_suite("at-to", python_to, tree, work, args.tests, args.timeout)
     started = time.monotonic()
-    impact = impact_json(tree, vllm_from, vllm_to, work / "impact.json")
+    if args.impact_json is not None:
+        impact = json.loads(args.impact_json.read_text("utf-8"))
+    else:
+        impact = impact_json(tree, vllm_from, vllm_to, work / "impact.json")
     impact_seconds = time.monotonic() - started
     raw = impact["couplings"]
     assert isinstance(raw, list)
@@ -153,7 +167,7 @@ def suite(args: argparse.Namespace, command: str) -> int:
         None if lines is None else results.executed(breaks, lines),
     )
     doc["time"] = {
-        "venvs": round(setup_seconds),
+        "venvs": None if args.reuse_runs else round(setup_seconds),
         "at_from": round(at_from.seconds),
         "at_to": round(at_to.seconds),
         "impact": round(impact_seconds),

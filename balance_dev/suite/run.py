@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from balance_dev.downstream import NICE, run_logged, say
+from balance_dev.downstream import NICE, HarnessError, run_logged, say
 from balance_dev.suite.outcomes import SuiteRun, conftest_error, read_records
 
 # Their CI's container env and the step's (the Ascend toolkit's set_env.sh aside: no NPU here).
@@ -69,7 +69,20 @@ def run_suite(
     run = read_run(records, log, tree)
     run.seconds = time.monotonic() - started
     run.status = status
+    meta = {"seconds": run.seconds, "status": status, "command": cmd}
+    (work / f"{label}.meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     say(f"{label}: pytest exited {status} in {run.seconds:.0f} s: {run.counts()}")
+    return run
+
+
+def reread(label: str, tree: Path, work: Path) -> SuiteRun:
+    """A run made before (``--reuse-runs``): its records, log and meta from ``work``."""
+    meta_file = work / f"{label}.meta.json"
+    if not meta_file.is_file():
+        raise HarnessError(f"no {meta_file}: run without --reuse-runs first", 2)
+    meta = json.loads(meta_file.read_text("utf-8"))
+    run = read_run(work / f"{label}.records.jsonl", work / f"{label}.log", tree)
+    run.seconds, run.status = float(meta["seconds"]), int(meta["status"])
     return run
 
 
