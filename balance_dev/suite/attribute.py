@@ -20,10 +20,11 @@ result:
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from balance_dev.suite.outcomes import Outcome
+from balance_dev.suite.outcomes import Frame, Outcome
 from balance_dev.suite.scopes import Scope
 
 NAME_ERRORS = ("ImportError", "ModuleNotFoundError", "AttributeError")
@@ -122,13 +123,25 @@ def _under(upstream: str, name: str) -> bool:
 
 
 def attribute_one(failure: Outcome, couplings: Iterable[Coupling]) -> Attributed:
+    by_path: dict[str, list[Coupling]] = defaultdict(list)
+    for coupling in couplings:
+        by_path[coupling.path].append(coupling)
+    return _attribute(failure, by_path)
+
+
+def _attribute(failure: Outcome, by_path: Mapping[str, list[Coupling]]) -> Attributed:
+    """Every rule needs the coupling's site in a file of the traceback, but an override named by a
+    TypeError: only those couplings are looked at (a failure's frames touch a handful of files)."""
     files = {frame.path for frame in failure.frames} | {failure.test.split("::", 1)[0]}
     full, suffixes = named(failure.error)
     call = CALL.match(failure.error)
     callee = call[1].removesuffix(".__init__") if call else ""
     hits: dict[tuple[str, str], set[str]] = {}
     verdicts: dict[tuple[str, str], str | None] = {}
-    for coupling in couplings:
+    candidates = [c for path in sorted(files) for c in by_path.get(path, ())]
+    if callee:
+        candidates += [c for cs in by_path.values() for c in cs if c.kind == "override" and c.path not in files]
+    for coupling in candidates:
         rules = set()
         in_files = coupling.path in files
         if in_files and any(_under(coupling.upstream, name) for name in full):
@@ -157,4 +170,15 @@ def attribute_one(failure: Outcome, couplings: Iterable[Coupling]) -> Attributed
 
 
 def attribute(failures: Iterable[Outcome], couplings: list[Coupling]) -> list[Attributed]:
-    return [attribute_one(failure, couplings) for failure in sorted(failures, key=lambda f: f.test)]
+    """Each failure attributed; failures alike (error, frames, test module) are judged once."""
+    by_path: dict[str, list[Coupling]] = defaultdict(list)
+    for coupling in couplings:
+        by_path[coupling.path].append(coupling)
+    memo: dict[tuple[str, tuple[Frame, ...], str], tuple[Hit, ...]] = {}
+    out = []
+    for failure in sorted(failures, key=lambda f: f.test):
+        key = (failure.error, failure.frames, failure.test.split("::", 1)[0])
+        if key not in memo:
+            memo[key] = _attribute(failure, by_path).hits
+        out.append(Attributed(failure.test, failure.error, memo[key]))
+    return out

@@ -51,7 +51,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", help=f"the report (default: {DEFAULT_OUT})")
     parser.add_argument("--no-coverage", action="store_true", help="no coverage at A (no executed-sites figure)")
     parser.add_argument(
-        "--reuse-runs", action="store_true", help="judge the runs WORK holds again (impact and attribution only)"
+        "--reuse-runs", action="store_true", help="judge the runs WORK holds again, run only those it lacks"
     )
     parser.add_argument("--impact-json", type=Path, help="an impact --format json document to judge with")
     args = parser.parse_args(argv)
@@ -118,35 +118,43 @@ def main(argv: Sequence[str] | None = None) -> int:
 def suite(args: argparse.Namespace, command: str) -> int:
     work: Path = args.work
     work.mkdir(parents=True, exist_ok=True)
-    if args.reuse_runs:
-        tree = work / "tree" / f"vllm_ascend-{args.version}"
+    kept = work / "tree" / f"vllm_ascend-{args.version}"
+    if args.reuse_runs and kept.is_dir():
+        tree = kept
     else:
         tree = downstream.extract_tree(downstream.sdist_bytes(args.version), work / "tree", args.version)
     vllm_from, vllm_to = downstream.pinned_vllm(tree), version_of(args.to) if args.to.startswith("v") else args.to
-    if not args.reuse_runs and not has_wheel(vllm_to):
+    label_to = f"at-v{vllm_to}"  # WORK keeps one run at A and one per B: --reuse-runs --to C runs only C
+    reuse = {label for label in ("at-from", label_to) if args.reuse_runs and run.has_run(label, work)}
+    if label_to not in reuse and not has_wheel(vllm_to):
         say(f"error: vLLM {vllm_to} has no wheel on the package index to install on CPU torch")
         return 5
     started = time.monotonic()
-    python_from = venvs.ensure_suite_venv(
-        Path(f"{args.venvs}-{vllm_from}"), vllm_from, tree, work / f"install-{vllm_from}.log"
-    )
-    python_to = venvs.ensure_suite_venv(Path(f"{args.venvs}-{vllm_to}"), vllm_to, tree, work / f"install-{vllm_to}.log")
+    venv_from, venv_to = Path(f"{args.venvs}-{vllm_from}"), Path(f"{args.venvs}-{vllm_to}")
+    python_from, python_to = venv_from / "bin" / "python", venv_to / "bin" / "python"
+    if "at-from" not in reuse:
+        python_from = venvs.ensure_suite_venv(venv_from, vllm_from, tree, work / f"install-{vllm_from}.log")
+    if label_to not in reuse:
+        python_to = venvs.ensure_suite_venv(venv_to, vllm_to, tree, work / f"install-{vllm_to}.log")
     setup_seconds = time.monotonic() - started
     coverage_file = None if args.no_coverage else work / "at-from.coverage"
-    at_from = run.run_suite("at-from", python_from, tree, work, args.tests, args.timeout, coverage_file)
+    if "at-from" in reuse:
+        at_from = run.reread("at-from", tree, work)
+    else:
+        at_from = run.run_suite("at-from", python_from, tree, work, args.tests, args.timeout, coverage_file)
     if not at_from.tests:
         first = first_collection_error(at_from, work / "at-from.log")
         say(f"error: the suite cannot be collected at v{vllm_from}: {first}")
         return 3
-    if args.reuse_runs:
-        at_to = run.reread("at-to", tree, work)
+    if label_to in reuse:
+        at_to = run.reread(label_to, tree, work)
     else:
-        at_to = run.run_suite("at-to", python_to, tree, work, args.tests, args.timeout)
+        at_to = run.run_suite(label_to, python_to, tree, work, args.tests, args.timeout)
     started = time.monotonic()
     if args.impact_json is not None:
         impact = json.loads(args.impact_json.read_text("utf-8"))
     else:
-        impact = impact_json(tree, vllm_from, vllm_to, work / "impact.json")
+        impact = impact_json(tree, vllm_from, vllm_to, work / f"impact-v{vllm_to}.json")
     impact_seconds = time.monotonic() - started
     raw = impact["couplings"]
     assert isinstance(raw, list)
@@ -167,14 +175,15 @@ def suite(args: argparse.Namespace, command: str) -> int:
         None if lines is None else results.executed(breaks, lines),
     )
     doc["time"] = {
-        "venvs": None if args.reuse_runs else round(setup_seconds),
+        "venvs": None if reuse else round(setup_seconds),
         "at_from": round(at_from.seconds),
         "at_to": round(at_to.seconds),
         "impact": round(impact_seconds),
         "slowest_modules_at_from": results.slowest_modules(at_from),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    # Paths of this checkout (a venv's, the tree's) in error lines: "." so the report is the same elsewhere.
+    args.out.write_text(results.dumps(doc).replace(str(REPO_ROOT), "."), encoding="utf-8")
     for line in results.summary_lines(doc):
         print(line, flush=True)
     say(f"report: {args.out}")

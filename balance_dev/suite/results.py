@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 
@@ -56,6 +57,7 @@ def document(
         doc["breaks_executed_failing_at_to"] = len(failing)
     doc["timeouts"] = {"at_from": at_from.timeouts(), "at_to": at_to.timeouts()}
     doc["theirs"] = [_line(o) for o in theirs]
+    doc["failure_groups"] = groups(attributed)
     doc["failures"] = [
         {
             "test": a.test,
@@ -67,6 +69,28 @@ def document(
         for a in attributed
     ]
     return doc
+
+
+def groups(attributed: list[Attributed]) -> list[dict[str, object]]:
+    """The failures by (error, couplings hit): how many tests each, most first (a reader's index)."""
+    count: Counter[tuple[str, tuple[tuple[str, str, str | None], ...]]] = Counter()
+    for a in attributed:
+        count[(a.error, tuple((h.site, h.upstream, h.verdict) for h in a.hits))] += 1
+    ranked = sorted(count.items(), key=lambda item: (-item[1], item[0][0], item[0][1]))
+    return [
+        {"tests": n, "error": error, "couplings": [{"site": s, "upstream": u, "verdict": v} for s, u, v in hits]}
+        for (error, hits), n in ranked
+    ]
+
+
+def dumps(doc: Mapping[str, object]) -> str:
+    """The document with one failure a line: thousands of failures stay a readable, diffable file."""
+    head = {k: v for k, v in doc.items() if k != "failures"}
+    text = json.dumps(head, indent=1)
+    failures = doc.get("failures") or []
+    assert isinstance(failures, list)
+    lines = ",\n".join("  " + json.dumps(f, sort_keys=False) for f in failures)
+    return text[:-2] + ',\n "failures": [\n' + lines + ("\n" if lines else "") + " ]\n}\n"
 
 
 def summary_lines(doc: Mapping[str, object]) -> list[str]:

@@ -75,6 +75,10 @@ def run_suite(
     return run
 
 
+def has_run(label: str, work: Path) -> bool:
+    return (work / f"{label}.meta.json").is_file() and (work / f"{label}.log").is_file()
+
+
 def reread(label: str, tree: Path, work: Path) -> SuiteRun:
     """A run made before (``--reuse-runs``): its records, log and meta from ``work``."""
     meta_file = work / f"{label}.meta.json"
