@@ -58,6 +58,7 @@ class Hit:
     upstream: str
     verdict: str | None
     rule: str
+    status: str = ""  # impact's status of the upstream name (removed, moved, changed, unresolved, ...)
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,7 @@ def _attribute(failure: Outcome, by_path: Mapping[str, list[Coupling]]) -> Attri
     callee = call[1].removesuffix(".__init__") if call else ""
     hits: dict[tuple[str, str], set[str]] = {}
     verdicts: dict[tuple[str, str], str | None] = {}
+    statuses: dict[tuple[str, str], str] = {}
     candidates = [c for path in sorted(files) for c in by_path.get(path, ())]
     if callee:
         candidates += [c for cs in by_path.values() for c in cs if c.kind == "override" and c.path not in files]
@@ -162,10 +164,14 @@ def _attribute(failure: Outcome, by_path: Mapping[str, list[Coupling]]) -> Attri
             key = (coupling.site, coupling.upstream)
             hits.setdefault(key, set()).update(rules)
             verdicts[key] = coupling.verdict
+            statuses[key] = coupling.status
     return Attributed(
         failure.test,
         failure.error,
-        tuple(Hit(site, up, verdicts[(site, up)], "+".join(sorted(hits[(site, up)]))) for site, up in sorted(hits)),
+        tuple(
+            Hit(site, up, verdicts[(site, up)], "+".join(sorted(hits[(site, up)])), statuses[(site, up)])
+            for site, up in sorted(hits)
+        ),
     )
 
 

@@ -50,6 +50,10 @@ def document(
     doc["at_to"] = at_to.counts()
     doc["bump_failures"] = len(attributed)
     doc["by_verdict"] = {name: by_class.get(name, 0) for name in CLASSES}
+    statuses = Counter(
+        a.hits[0].status if len({h.status for h in a.hits}) == 1 else "several" for a in attributed if a.hits
+    )
+    doc["by_status"] = dict(sorted(statuses.items()))
     doc["breaks_couplings"] = len(breaks)
     if breaks_run is not None:
         failing = [c for c in breaks_run if (c.site, c.upstream) in hit_sites]
@@ -63,7 +67,8 @@ def document(
             "test": a.test,
             "error": a.error,
             "couplings": [
-                {"site": h.site, "upstream": h.upstream, "verdict": h.verdict, "rule": h.rule} for h in a.hits
+                {"site": h.site, "upstream": h.upstream, "verdict": h.verdict, "status": h.status, "rule": h.rule}
+                for h in a.hits
             ],
         }
         for a in attributed
@@ -73,12 +78,16 @@ def document(
 
 def groups(attributed: list[Attributed]) -> list[dict[str, object]]:
     """The failures by (error, couplings hit): how many tests each, most first (a reader's index)."""
-    count: Counter[tuple[str, tuple[tuple[str, str, str | None], ...]]] = Counter()
+    count: Counter[tuple[str, tuple[tuple[str, str, str | None, str], ...]]] = Counter()
     for a in attributed:
-        count[(a.error, tuple((h.site, h.upstream, h.verdict) for h in a.hits))] += 1
+        count[(a.error, tuple((h.site, h.upstream, h.verdict or "", h.status) for h in a.hits))] += 1
     ranked = sorted(count.items(), key=lambda item: (-item[1], item[0][0], item[0][1]))
     return [
-        {"tests": n, "error": error, "couplings": [{"site": s, "upstream": u, "verdict": v} for s, u, v in hits]}
+        {
+            "tests": n,
+            "error": error,
+            "couplings": [{"site": s, "upstream": u, "verdict": v or None, "status": st} for s, u, v, st in hits],
+        }
         for (error, hits), n in ranked
     ]
 
@@ -105,6 +114,7 @@ def summary_lines(doc: Mapping[str, object]) -> list[str]:
         )
     rows.append(f"bump failures (pass at {doc['from']}, fail or error at {doc['to']}): {doc['bump_failures']}")
     rows.append(f"  by the strongest verdict of the couplings they hit: {doc['by_verdict']}")
+    rows.append(f"  by the status of the couplings they hit: {doc['by_status']}")
     if "breaks_executed_at_from" in doc:
         rows.append(
             f"  breaks couplings: {doc['breaks_couplings']}, "

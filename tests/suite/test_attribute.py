@@ -234,3 +234,4 @@ def test_executed_breaks_counted(runs: tuple[Path, outcomes.SuiteRun, outcomes.S
     doc = results.document({"from": "vA", "to": "vB"}, at_from, at_to, named, outcomes.theirs(at_from), breaks, ran)
     assert doc["breaks_executed_at_from"] == 1 and doc["breaks_executed_failing_at_to"] == 1
     assert doc["by_verdict"] == {"breaks": 2, "review": 2, "info": 0, "unjudged": 0, "nothing": 1}
+    assert doc["by_status"] == {"changed": 3, "removed": 1}  # test_value hit nothing
