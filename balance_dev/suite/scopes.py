@@ -50,6 +50,18 @@ def _functions(module: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.Asyn
     return out
 
 
+@cache
+def _functions_at(path: Path) -> tuple[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef], ...]:
+    module = _parsed(path)
+    return tuple(_functions(module)) if module is not None else ()
+
+
+@cache
+def _statements(path: Path) -> tuple[ast.stmt, ...]:
+    module = _parsed(path)
+    return tuple(n for n in ast.walk(module) if isinstance(n, ast.stmt)) if module is not None else ()
+
+
 def _span(node: ast.AST) -> tuple[int, int]:
     first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])  # type: ignore[attr-defined]
     return first, node.end_lineno or node.lineno  # type: ignore[attr-defined]
@@ -59,13 +71,12 @@ def _length(node: ast.stmt) -> int:
     return (node.end_lineno or node.lineno) - node.lineno
 
 
-def _statement_at(module: ast.Module, line: int) -> ast.stmt | None:
+def _statement_at(path: Path, line: int) -> ast.stmt | None:
     """The innermost statement whose lines hold ``line``."""
     best: ast.stmt | None = None
-    for node in ast.walk(module):
-        inside = isinstance(node, ast.stmt) and node.lineno <= line <= (node.end_lineno or node.lineno)
-        if inside and (best is None or _length(node) <= _length(best)):  # type: ignore[arg-type]
-            best = node  # type: ignore[assignment]
+    for node in _statements(path):
+        if node.lineno <= line <= (node.end_lineno or node.lineno) and (best is None or _length(node) <= _length(best)):
+            best = node
     return best
 
 
@@ -76,16 +87,16 @@ def scope_of(root: Path, kind: str, site: str) -> Scope:
     if module is None or kind == "declared":
         return Scope(path, ())
     if kind in ("copy", "override"):
-        for qualname, func in _functions(module):
+        for qualname, func in _functions_at(root / path):
             first, last = _span(func)
             if first <= line <= func.body[0].lineno - 1 or line == func.lineno:
                 return Scope(path, ((first, last),), qualname)
         return Scope(path, ((line, line),))
-    statement = _statement_at(module, line)
+    statement = _statement_at(root / path, line)
     if statement is None:
         return Scope(path, ((line, line),))
     spans = [(statement.lineno, statement.end_lineno or statement.lineno)]
     if kind == "patch" and isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Name):
         named = statement.value.id
-        spans += [_span(func) for qualname, func in _functions(module) if qualname.rsplit(".", 1)[-1] == named]
+        spans += [_span(func) for qualname, func in _functions_at(root / path) if qualname.rsplit(".", 1)[-1] == named]
     return Scope(path, tuple(sorted(set(spans))))
