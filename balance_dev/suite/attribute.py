@@ -9,7 +9,8 @@ result:
   'X' from 'M'``, ``No module named 'M'``, ``module 'M' has no attribute 'X'``, ``'C' object has no
   attribute 'X'``): the couplings of that name (or under it) at a file of the traceback;
 - ``frame``: a traceback frame inside a coupling's scope (its import statement, its copied or overriding
-  function, its patch statement and the patch's function);
+  function, its patch statement and the patch's function); not the other names of an import statement
+  whose error names one (``from m import (A, B)`` failing on ``B`` names ``B`` only);
 - ``call``: a TypeError at a call (``Q() got an unexpected keyword argument``, ``missing ... required``,
   ``takes N positional arguments``): the couplings of an upstream ``...Q`` whose signature changed at a
   file of the traceback, and the tree's own override named ``Q`` (vLLM at B calls it its new way);
@@ -165,6 +166,11 @@ def _attribute(failure: Outcome, by_path: Mapping[str, list[Coupling]]) -> Attri
             hits.setdefault(key, set()).update(rules)
             verdicts[key] = coupling.verdict
             statuses[key] = coupling.status
+    # An import that failed on a name it names: the statement's other names imported fine (their frame
+    # is the same line), so a frame alone does not name them.
+    named_sites = {site for (site, _), rules in hits.items() if "name" in rules}
+    for key in [k for k, rules in hits.items() if k[0] in named_sites and rules == {"frame"}]:
+        del hits[key]
     return Attributed(
         failure.test,
         failure.error,

@@ -2,6 +2,7 @@
 
     python -m balance_dev.suite [--version 0.30.0rc2] [--to v0.33.0] [--tests tests/ut] [--timeout 120]
                                 [--work build/suite] [--venvs .venv-suite] [--out FILE] [--no-coverage]
+                                [--reuse-runs] [--impact-json FILE]
 
 1. vllm-ascend VERSION's sdist from the package index (cached, held to its sha256), extracted fresh once
    (`make downstream`'s tree: their files byte-identical, plus the _build_info.py their setup.py writes).
@@ -12,6 +13,10 @@
    fails its own tests, not the whole run (their CI stops at the first; we want every test's outcome).
 4. ``impact --from A --to B --format json`` on the tree (this checkout's generator), the bump's failures
    (pass at A, fail or error at B) attributed to its couplings (attribute.py), the report written to OUT.
+
+WORK keeps the run at A (``at-from.*``: records, log, meta, coverage), one per B (``at-vB.*``) and
+``impact-vB.json``; ``--reuse-runs`` judges again what WORK holds and makes only what it lacks (another
+B: that run alone). docs/suite.md has the figures.
 
 Exit codes: 0 the report is written; 2 usage; 3 the suite cannot be collected at A (one line naming the
 first collection error); 4 setup failed (the sdist, a venv: the package pip could not install is named);
@@ -51,7 +56,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", help=f"the report (default: {DEFAULT_OUT})")
     parser.add_argument("--no-coverage", action="store_true", help="no coverage at A (no executed-sites figure)")
     parser.add_argument(
-        "--reuse-runs", action="store_true", help="judge the runs WORK holds again, run only those it lacks"
+        "--reuse-runs",
+        action="store_true",
+        help="judge the runs (and impact JSON) WORK holds again, make only those it lacks",
     )
     parser.add_argument("--impact-json", type=Path, help="an impact --format json document to judge with")
     args = parser.parse_args(argv)
@@ -74,9 +81,9 @@ def rerun_command(argv: Sequence[str]) -> str:
     return shlex.join([".venv/bin/python", "-m", "balance_dev.suite", *(a for a in argv if a != "--reuse-runs")])
 
 
-def has_wheel(version: str) -> bool:
+def has_wheel(version: str, index_url: str | None = None) -> bool:
     """A vLLM wheel of ``version`` that installs on this machine (x86_64 Linux or any platform)."""
-    for found in index.list_files("vllm"):
+    for found in index.list_files("vllm", index_url):
         name = found.filename
         if name.startswith(f"vllm-{version}-") and name.endswith(".whl") and ("x86_64" in name or "-any." in name):
             return True
@@ -151,8 +158,12 @@ def suite(args: argparse.Namespace, command: str) -> int:
     else:
         at_to = run.run_suite(label_to, python_to, tree, work, args.tests, args.timeout)
     started = time.monotonic()
+    made = work / f"impact-v{vllm_to}.json"
     if args.impact_json is not None:
         impact = json.loads(args.impact_json.read_text("utf-8"))
+    elif args.reuse_runs and made.is_file():
+        say(f"impact: reusing {made} (delete it to judge with a new impact)")
+        impact = json.loads(made.read_text("utf-8"))
     else:
         impact = impact_json(tree, vllm_from, vllm_to, work / f"impact-v{vllm_to}.json")
     impact_seconds = time.monotonic() - started

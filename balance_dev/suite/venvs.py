@@ -30,8 +30,22 @@ def dev_requirements(tree: Path) -> list[str]:
     return sorted({found.get(canonicalize_name(name), name) for name in (*FROM_DEV, *OURS)})
 
 
+def pip_error(log: Path) -> str:
+    """pip's own last ``ERROR:`` line in ``log`` (it names the package it could not install)."""
+    text = log.read_text("utf-8", errors="replace") if log.is_file() else ""
+    errors = [line.strip() for line in text.splitlines() if line.startswith(("ERROR:", "install-vllm: error"))]
+    return errors[-1] if errors else "no pip error line"
+
+
 def ensure_suite_venv(venv: Path, vllm: str, tree: Path, log: Path) -> Path:
     """``venv`` ready for the suite at vLLM ``vllm``; a stamp keyed by the inputs skips it on reruns."""
+    try:
+        return _ensure(venv, vllm, tree, log)
+    except HarnessError as exc:
+        raise HarnessError(f"{exc}: {pip_error(log)}", exc.code) from None
+
+
+def _ensure(venv: Path, vllm: str, tree: Path, log: Path) -> Path:
     downstream.ensure_venv(venv, vllm, tree, log)
     python = venv / "bin" / "python"
     packages = dev_requirements(tree)

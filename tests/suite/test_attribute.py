@@ -55,7 +55,8 @@ VLLM_B = {
 }
 TREE = {
     "plugin/__init__.py": "",
-    "plugin/gone_user.py": "from vllm.a import gone\n\n\ndef use():\n    return gone()\n",
+    "plugin/gone_user.py": "from vllm.a import (\n    kept,\n    gone,\n)\n\n\ndef use():\n"
+    "    return gone() + kept()\n",
     "plugin/sub.py": textwrap.dedent(
         """\
         from vllm.b import Base
@@ -80,7 +81,7 @@ TREE = {
         """
     ),
     "tests/__init__.py": "",
-    "tests/test_gone.py": "from plugin.gone_user import use\n\n\ndef test_use():\n    assert use() == 1\n",
+    "tests/test_gone.py": "from plugin.gone_user import use\n\n\ndef test_use():\n    assert use() == 2\n",
     "tests/test_rest.py": textwrap.dedent(
         """\
         from plugin.caller import call, verify
@@ -123,6 +124,7 @@ def coupling(kind: str, site: str, upstream: str, status: str, verdict: str | No
 
 COUPLINGS = [
     coupling("import", "plugin/gone_user.py:1", "vllm.a.gone", "removed", "breaks"),
+    coupling("import", "plugin/gone_user.py:1", "vllm.a.kept", "changed", "info"),  # imported fine: not named
     coupling("import", "plugin/sub.py:1", "vllm.b.Base", "changed", "info"),
     coupling("override", "plugin/sub.py:5", "vllm.b.Base.step", "changed", "review"),
     coupling("import", "plugin/caller.py:1", "vllm.c.helper", "changed", "breaks"),

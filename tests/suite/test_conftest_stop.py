@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from balance_dev.suite import attribute, outcomes, run, scopes
+from balance_dev.suite import attribute, cli, outcomes, run, scopes
 
 SITE = Path(__file__).resolve().parents[2] / "balance_dev" / "suite" / "site"
 TREE = {
@@ -60,6 +60,10 @@ def test_conftest_stop_fails_every_test(tmp_path: Path) -> None:
     stop = at_to.collect_errors["tests/ut/"]
     assert stop.error == "ModuleNotFoundError: No module named 'vllm.configs.v4'"
     assert [(f.path, f.line) for f in stop.frames] == [("tests/ut/conftest.py", 1), ("plugin/patches.py", 2)]
+    # the same stop at A is the one line of exit 3
+    assert cli.first_collection_error(at_to, tmp_path / "B.log") == (
+        "tests/ut/: ModuleNotFoundError: No module named 'vllm.configs.v4'"
+    )
     failures = outcomes.bump_failures(at_from, at_to)
     assert [f.test for f in failures] == [
         "tests/ut/sub/test_b.py::test_three",
