@@ -10,7 +10,7 @@ CLI := $(BIN)/balance-patchgen
 PYTEST_ARGS ?=
 
 .PHONY: regen regen-deps check verify lint lint-workflows test pytest upstream-tests bump-judge dp-sim bench clean-venv \
-	test-range value-sim history downstream
+	test-range value-sim history downstream downstream-suite
 
 # The tool (pyproject.toml) and the reference runtime (runtime/pyproject.toml), both editable: enough for
 # regen/check/verify (upstream comes from the package index, cached). `./runtime`, never a bare `runtime`:
@@ -170,3 +170,13 @@ DOWNSTREAM_TESTS := tests/ut/core/test_recompute_scheduler.py tests/ut/core/test
 DOWNSTREAM_ARGS ?=
 downstream: $(VENV)/.dev-installed
 	$(BIN)/python -m balance_dev.downstream $(DOWNSTREAM_TESTS:%=--test %) $(DOWNSTREAM_ARGS)
+
+# vllm-ascend's whole CPU unit suite (tests/ut, as their cpu-ut CI job runs it) at their pin and at vLLM
+# SUITE_TO, the tree unchanged; each test passing at the pin and failing at SUITE_TO named with the
+# couplings `impact` finds it hit (docs/suite.md). Long (a benchmark, not in .ci/run): two venvs
+# (.venv-suite-VERSION, ~4 min each once), then the suite twice. Writes benchmarks/results/suite-*.json.
+SUITE_VERSION ?= 0.30.0rc2
+SUITE_TO ?= v0.33.0
+SUITE_ARGS ?=
+downstream-suite: $(VENV)/.dev-installed
+	$(BIN)/python -m balance_dev.suite --version $(SUITE_VERSION) --to $(SUITE_TO) $(SUITE_ARGS)

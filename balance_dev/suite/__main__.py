@@ -1,0 +1,5 @@
+import sys
+
+from balance_dev.suite.cli import main
+
+sys.exit(main())

@@ -1,0 +1,205 @@
+"""`make downstream-suite`: a plugin's whole CPU unit suite at its pin (A) and at vLLM B, each failure named.
+
+    python -m balance_dev.suite [--version 0.30.0rc2] [--to v0.33.0] [--tests tests/ut] [--timeout 120]
+                                [--work build/suite] [--venvs .venv-suite] [--out FILE] [--no-coverage]
+                                [--reuse-runs] [--impact-json FILE]
+
+1. vllm-ascend VERSION's sdist from the package index (cached, held to its sha256), extracted fresh once
+   (`make downstream`'s tree: their files byte-identical, plus the _build_info.py their setup.py writes).
+2. Two venvs, VENVS-A and VENVS-B: `make downstream`'s (vLLM on CPU torch, their requirements minus the
+   NPU stack) plus the suite's packages (venvs.py); stamps skip them on reruns.
+3. Their suite as their ``cpu-ut`` job runs it (run.py), at A under coverage of the tree's files, then,
+   the tree unchanged, at B. ``--continue-on-collection-errors``: a module that no longer imports at B
+   fails its own tests, not the whole run (their CI stops at the first; we want every test's outcome).
+4. ``impact --from A --to B --format json`` on the tree (this checkout's generator), the bump's failures
+   (pass at A, fail or error at B) attributed to its couplings (attribute.py), the report written to OUT.
+
+WORK keeps the run at A (``at-from.*``: records, log, meta, coverage), one per B (``at-vB.*``) and
+``impact-vB.json``; ``--reuse-runs`` judges again what WORK holds and makes only what it lacks (another
+B: that run alone). docs/suite.md has the figures.
+
+Exit codes: 0 the report is written; 2 usage; 3 the suite cannot be collected at A (one line naming the
+first collection error); 4 setup failed (the sdist, a venv: the package pip could not install is named);
+5 vLLM B has no wheel on the package index to run on CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from balance_dev import downstream
+from balance_dev.downstream import REPO_ROOT, HarnessError, say
+from balance_dev.suite import attribute, outcomes, results, run, scopes, venvs
+from generator.errors import PatchgenError
+from generator.sources import index
+from generator.tags import version_of
+
+DEFAULT_OUT = "benchmarks/results/suite-vllm-ascend-{version}.json"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m balance_dev.suite", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", default=downstream.DEFAULT_VERSION, help="vllm-ascend release")
+    parser.add_argument("--to", default="v0.33.0", help="vLLM release B (default: %(default)s)")
+    parser.add_argument("--tests", action="append", help="their test paths (default: tests/ut)")
+    parser.add_argument("--timeout", type=int, default=120, help="seconds per test (default: %(default)s)")
+    parser.add_argument("--work", type=Path, default=Path("build/suite"))
+    parser.add_argument("--venvs", type=Path, default=Path(".venv-suite"), help="prefix: PREFIX-A, PREFIX-B")
+    parser.add_argument("--out", help=f"the report (default: {DEFAULT_OUT})")
+    parser.add_argument("--no-coverage", action="store_true", help="no coverage at A (no executed-sites figure)")
+    parser.add_argument(
+        "--reuse-runs",
+        action="store_true",
+        help="judge the runs (and impact JSON) WORK holds again, make only those it lacks",
+    )
+    parser.add_argument("--impact-json", type=Path, help="an impact --format json document to judge with")
+    args = parser.parse_args(argv)
+    if not re.fullmatch(r"[0-9][0-9a-z.]*", args.version) or not re.fullmatch(r"v?[0-9][0-9a-z.]*", args.to):
+        parser.error("--version and --to take release versions (0.30.0rc2, v0.33.0)")
+    args.tests = args.tests or ["tests/ut"]
+    args.out = Path(args.out or DEFAULT_OUT.format(version=args.version))
+    args.work, args.venvs, args.out = (
+        p if p.is_absolute() else REPO_ROOT / p for p in (args.work, args.venvs, args.out)
+    )
+    return args
+
+
+def absolute(path: Path) -> Path:
+    return path if path.is_absolute() else REPO_ROOT / path
+
+
+def rerun_command(argv: Sequence[str]) -> str:
+    """The command that makes the report from scratch (``--reuse-runs`` only re-judges what it made)."""
+    return shlex.join([".venv/bin/python", "-m", "balance_dev.suite", *(a for a in argv if a != "--reuse-runs")])
+
+
+def has_wheel(version: str, index_url: str | None = None) -> bool:
+    """A vLLM wheel of ``version`` that installs on this machine (x86_64 Linux or any platform)."""
+    for found in index.list_files("vllm", index_url):
+        name = found.filename
+        if name.startswith(f"vllm-{version}-") and name.endswith(".whl") and ("x86_64" in name or "-any." in name):
+            return True
+    return False
+
+
+def impact_json(tree: Path, vllm_from: str, vllm_to: str, out: Path) -> dict[str, object]:
+    cmd = [sys.executable, "-m", "generator", "--root", str(tree), "impact", "--from", f"v{vllm_from}"]
+    cmd += ["--to", f"v{vllm_to}", "--format", "json"]
+    say(f"impact: {shlex.join(cmd)}")
+    started = time.monotonic()
+    done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or ["(no output)"]
+        raise HarnessError(f"impact exited {done.returncode}: {lines[-1]}")
+    out.write_text(done.stdout, encoding="utf-8")
+    say(f"impact: {time.monotonic() - started:.0f} s")
+    loaded: dict[str, object] = json.loads(done.stdout)
+    return loaded
+
+
+def first_collection_error(at_from: outcomes.SuiteRun, log: Path) -> str:
+    if at_from.collect_errors:
+        node, outcome = sorted(at_from.collect_errors.items())[0]
+        return f"{node}: {outcome.error}"
+    return downstream.first_error(log)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    try:
+        return suite(args, rerun_command(argv))
+    except (HarnessError, PatchgenError, OSError, subprocess.CalledProcessError) as exc:
+        say(f"error: {exc}")
+        return exc.code if isinstance(exc, HarnessError) else 4
+
+
+def suite(args: argparse.Namespace, command: str) -> int:
+    work: Path = args.work
+    work.mkdir(parents=True, exist_ok=True)
+    kept = work / "tree" / f"vllm_ascend-{args.version}"
+    if args.reuse_runs and kept.is_dir():
+        tree = kept
+    else:
+        tree = downstream.extract_tree(downstream.sdist_bytes(args.version), work / "tree", args.version)
+    vllm_from, vllm_to = downstream.pinned_vllm(tree), version_of(args.to) if args.to.startswith("v") else args.to
+    label_to = f"at-v{vllm_to}"  # WORK keeps one run at A and one per B: --reuse-runs --to C runs only C
+    reuse = {label for label in ("at-from", label_to) if args.reuse_runs and run.has_run(label, work)}
+    if label_to not in reuse and not has_wheel(vllm_to):
+        say(f"error: vLLM {vllm_to} has no wheel on the package index to install on CPU torch")
+        return 5
+    started = time.monotonic()
+    venv_from, venv_to = Path(f"{args.venvs}-{vllm_from}"), Path(f"{args.venvs}-{vllm_to}")
+    python_from, python_to = venv_from / "bin" / "python", venv_to / "bin" / "python"
+    if "at-from" not in reuse:
+        python_from = venvs.ensure_suite_venv(venv_from, vllm_from, tree, work / f"install-{vllm_from}.log")
+    if label_to not in reuse:
+        python_to = venvs.ensure_suite_venv(venv_to, vllm_to, tree, work / f"install-{vllm_to}.log")
+    setup_seconds = time.monotonic() - started
+    coverage_file = None if args.no_coverage else work / "at-from.coverage"
+    if "at-from" in reuse:
+        at_from = run.reread("at-from", tree, work)
+    else:
+        at_from = run.run_suite("at-from", python_from, tree, work, args.tests, args.timeout, coverage_file)
+    if not at_from.tests:
+        first = first_collection_error(at_from, work / "at-from.log")
+        say(f"error: the suite cannot be collected at v{vllm_from}: {first}")
+        return 3
+    if label_to in reuse:
+        at_to = run.reread(label_to, tree, work)
+    else:
+        at_to = run.run_suite(label_to, python_to, tree, work, args.tests, args.timeout)
+    started = time.monotonic()
+    made = work / f"impact-v{vllm_to}.json"
+    if args.impact_json is not None:
+        impact = json.loads(args.impact_json.read_text("utf-8"))
+    elif args.reuse_runs and made.is_file():
+        say(f"impact: reusing {made} (delete it to judge with a new impact)")
+        impact = json.loads(made.read_text("utf-8"))
+    else:
+        impact = impact_json(tree, vllm_from, vllm_to, work / f"impact-v{vllm_to}.json")
+    impact_seconds = time.monotonic() - started
+    raw = impact["couplings"]
+    assert isinstance(raw, list)
+    site_scopes = {str(c["site"]): scopes.scope_of(tree, str(c["kind"]), str(c["site"])) for c in raw}
+    couplings = attribute.couplings_of(impact, site_scopes, raw)
+    failures = outcomes.bump_failures(at_from, at_to)
+    attributed = attribute.attribute(failures, couplings)
+    breaks = [c for c in couplings if c.verdict == "breaks"]
+    lines = None if coverage_file is None else run.executed_lines(python_from, coverage_file, tree)
+    head = {"tree": f"vllm-ascend {args.version}", "from": f"v{vllm_from}", "to": f"v{vllm_to}", "command": command}
+    doc = results.document(
+        head,
+        at_from,
+        at_to,
+        attributed,
+        outcomes.theirs(at_from),
+        breaks,
+        None if lines is None else results.executed(breaks, lines),
+    )
+    doc["time"] = {
+        "venvs": None if reuse else round(setup_seconds),
+        "at_from": round(at_from.seconds),
+        "at_to": round(at_to.seconds),
+        "impact": round(impact_seconds),
+        "slowest_modules_at_from": results.slowest_modules(at_from),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    # Paths of this checkout (a venv's, the tree's) in error lines: "." so the report is the same elsewhere.
+    args.out.write_text(results.dumps(doc).replace(str(REPO_ROOT), "."), encoding="utf-8")
+    for line in results.summary_lines(doc):
+        print(line, flush=True)
+    say(f"report: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

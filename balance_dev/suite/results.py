@@ -1,0 +1,127 @@
+"""The suite report: the committed results document and its summary lines (pure)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+
+from balance_dev.suite.attribute import Attributed, Coupling
+from balance_dev.suite.outcomes import Outcome, SuiteRun, module_of
+
+CLASSES = ("breaks", "review", "info", "unjudged", "nothing")
+
+
+def executed(couplings: Iterable[Coupling], lines: Mapping[str, set[int]]) -> list[Coupling]:
+    """The couplings whose site line the run executed."""
+    out = []
+    for coupling in couplings:
+        path, _, line = coupling.site.rpartition(":")
+        if int(line) in lines.get(path, set()):
+            out.append(coupling)
+    return out
+
+
+def slowest_modules(run: SuiteRun, top: int = 10) -> list[dict[str, object]]:
+    seconds: dict[str, float] = defaultdict(float)
+    for outcome in run.tests.values():
+        seconds[module_of(outcome.test)] += outcome.seconds
+    ranked = sorted(seconds.items(), key=lambda item: (-item[1], item[0]))[:top]
+    return [{"module": module, "seconds": round(s, 1)} for module, s in ranked]
+
+
+def _line(outcome: Outcome) -> dict[str, str]:
+    return {"test": outcome.test, "outcome": outcome.outcome, "error": outcome.error}
+
+
+def document(
+    head: Mapping[str, object],
+    at_from: SuiteRun,
+    at_to: SuiteRun,
+    attributed: list[Attributed],
+    theirs: list[Outcome],
+    breaks: list[Coupling],
+    breaks_run: list[Coupling] | None,
+) -> dict[str, object]:
+    by_class = Counter(a.verdict for a in attributed)
+    hit_sites = {(hit.site, hit.upstream) for a in attributed for hit in a.hits}
+    doc: dict[str, object] = dict(head)
+    doc["at_from"] = at_from.counts()
+    doc["at_to"] = at_to.counts()
+    doc["bump_failures"] = len(attributed)
+    doc["by_verdict"] = {name: by_class.get(name, 0) for name in CLASSES}
+    statuses = Counter(
+        a.hits[0].status if len({h.status for h in a.hits}) == 1 else "several" for a in attributed if a.hits
+    )
+    doc["by_status"] = dict(sorted(statuses.items()))
+    doc["breaks_couplings"] = len(breaks)
+    if breaks_run is not None:
+        failing = [c for c in breaks_run if (c.site, c.upstream) in hit_sites]
+        doc["breaks_executed_at_from"] = len(breaks_run)
+        doc["breaks_executed_failing_at_to"] = len(failing)
+    doc["timeouts"] = {"at_from": at_from.timeouts(), "at_to": at_to.timeouts()}
+    doc["theirs"] = [_line(o) for o in theirs]
+    doc["failure_groups"] = groups(attributed)
+    doc["failures"] = [
+        {
+            "test": a.test,
+            "error": a.error,
+            "couplings": [
+                {"site": h.site, "upstream": h.upstream, "verdict": h.verdict, "status": h.status, "rule": h.rule}
+                for h in a.hits
+            ],
+        }
+        for a in attributed
+    ]
+    return doc
+
+
+def groups(attributed: list[Attributed]) -> list[dict[str, object]]:
+    """The failures by (error, couplings hit): how many tests each, most first (a reader's index)."""
+    count: Counter[tuple[str, tuple[tuple[str, str, str | None, str], ...]]] = Counter()
+    for a in attributed:
+        count[(a.error, tuple((h.site, h.upstream, h.verdict or "", h.status) for h in a.hits))] += 1
+    ranked = sorted(count.items(), key=lambda item: (-item[1], item[0][0], item[0][1]))
+    return [
+        {
+            "tests": n,
+            "error": error,
+            "couplings": [{"site": s, "upstream": u, "verdict": v or None, "status": st} for s, u, v, st in hits],
+        }
+        for (error, hits), n in ranked
+    ]
+
+
+def dumps(doc: Mapping[str, object]) -> str:
+    """The document with one failure a line: thousands of failures stay a readable, diffable file."""
+    head = {k: v for k, v in doc.items() if k != "failures"}
+    text = json.dumps(head, indent=1)
+    failures = doc.get("failures") or []
+    assert isinstance(failures, list)
+    lines = ",\n".join("  " + json.dumps(f, sort_keys=False) for f in failures)
+    return text[:-2] + ',\n "failures": [\n' + lines + ("\n" if lines else "") + " ]\n}\n"
+
+
+def summary_lines(doc: Mapping[str, object]) -> list[str]:
+    rows = [f"{'release':<10} {'collected':>9} {'passed':>7} {'failed':>7} {'errors':>7} {'skipped':>7} {'time':>7}"]
+    for key in ("at_from", "at_to"):
+        c = doc[key]
+        assert isinstance(c, dict)
+        label = str(doc["from" if key == "at_from" else "to"])
+        rows.append(
+            f"{label:<10} {c['collected']:>9} {c['passed']:>7} {c['failed']:>7} {c['errors']:>7} "
+            f"{c['skipped']:>7} {c['seconds']:>6}s"
+        )
+    rows.append(f"bump failures (pass at {doc['from']}, fail or error at {doc['to']}): {doc['bump_failures']}")
+    rows.append(f"  by the strongest verdict of the couplings they hit: {doc['by_verdict']}")
+    rows.append(f"  by the status of the couplings they hit: {doc['by_status']}")
+    if "breaks_executed_at_from" in doc:
+        rows.append(
+            f"  breaks couplings: {doc['breaks_couplings']}, "
+            f"executed at {doc['from']}: {doc['breaks_executed_at_from']}, "
+            f"of which hit by a failure at {doc['to']}: {doc['breaks_executed_failing_at_to']}"
+        )
+    theirs = doc["theirs"]
+    assert isinstance(theirs, list)
+    rows.append(f"  failing already at {doc['from']} (theirs): {len(theirs)}")
+    return rows
