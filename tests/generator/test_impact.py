@@ -343,7 +343,7 @@ def test_every_coupling_has_the_status_both_releases_files_give(releases: tuple[
     report = _impact(tree)
     found = {(c["kind"], c["upstream"]): c for c in report["couplings"]}
     for (kind, upstream), coupling in found.items():
-        if upstream in DEFINED and not coupling.get("why") and coupling["status"] != "redundant":
+        if upstream in DEFINED and coupling["rule"] != "unresolved" and coupling["status"] != "redundant":
             assert coupling["status"] == truth(upstream, *releases), (kind, upstream, coupling)
     # Each kind and status is there, at its site.
     wanted = {
@@ -414,7 +414,9 @@ def test_the_registry_and_the_code_are_compared_both_ways(releases: tuple[Path, 
     declared = {c["upstream"]: c["touched"] for c in report["couplings"] if c["kind"] == "declared"}
     assert declared == {"vllm.engine.core.EngineCore.abort": True, "vllm.config.model.ModelConfig.name": False}
     patches = {
-        c["upstream"]: c.get("declared") for c in report["couplings"] if c["kind"] == "patch" and not c.get("why")
+        c["upstream"]: c.get("declared")
+        for c in report["couplings"]
+        if c["kind"] == "patch" and c["status"] != "unresolved"
     }
     assert patches["vllm.engine.core.EngineCore.abort"] is True
     assert patches["vllm.engine.core.TIMEOUT"] is False
@@ -437,11 +439,18 @@ def test_text_markdown_and_annotations(releases: tuple[Path, Path], tree: Path) 
     base = ("impact", "--root", str(tree), "--from", "v1.0.0", "--to", "v1.1.0")
     code, out, _ = _run(*base)
     assert code == 0
-    first = out.splitlines()[0]
-    assert "couplings of" in first and "removed" in first and "unchanged" in first
-    sections = [line for line in out.splitlines() if line and not line.startswith(" ")]
-    assert sections.index("removed (2)") < sections.index(next(s for s in sections if s.startswith("changed")))
-    assert "unchanged (" not in out  # counted, not listed
+    first, by_status = out.splitlines()[:2]
+    assert "couplings of" in first and "breaks" in first and "info" in first
+    assert "removed" in by_status and "unchanged" in by_status
+    sections = [line for line in out.splitlines() if line.startswith(("breaks (", "review (", "info ("))]
+    assert sections[0].startswith("breaks (") and sections[1].startswith("review (")  # breaks lead
+    assert sections[-1].startswith("info (") and "--all lists them" in sections[-1]  # counted, not listed
+    abort = _line(tree, "pkg/patches.py", "EngineCore.abort =")
+    breaks = out.split("\nreview (")[0]
+    assert f":{abort} patch vllm.engine.core.EngineCore.abort: removed (gone)" in breaks
+    assert ":1 import vllm.Engine" not in out  # unchanged: info
+    code, everything, _ = _run(*base, "--all")
+    assert code == 0 and "import vllm.Engine (defined as vllm.engine.core.Engine): unchanged (other)" in everything
     code, md, _ = _run(*base, "--format", "markdown")
     assert code == 0 and md.startswith("### What vLLM v1.0.0 -> v1.1.0 does") and "<details>" in md
     code, gh, _ = _run(*base, "--format", "github")

@@ -22,7 +22,7 @@ from generator.judge import provenance
 from generator.judge.census import index as census_index
 from generator.judge.census import matching, reading
 from generator.judge.census.reading import Function, Skipped
-from generator.judge.couplings import changes, sites
+from generator.judge.couplings import changes, sites, verdicts
 from generator.judge.couplings.bindings import Exports, Ref, follow
 from generator.judge.couplings.changes import Change, Mover
 from generator.judge.couplings.registry import Declared
@@ -49,6 +49,9 @@ class Coupling:
     declared: bool | None = None  # a patch, in a tree with a registry: does the registry declare it
     touched: bool | None = None  # a declared symbol: does the tree's code touch it
     overlap: tuple[str, ...] = ()  # a copy: A's statements that upstream changed and the copy's edits touch
+    verdict: str = ""  # breaks | review | info (verdicts.RULES)
+    rule: str = ""  # the rule that gave the verdict
+    reason: str = ""  # the rule's words for this coupling
 
     @property
     def site(self) -> str:
@@ -75,6 +78,12 @@ class Impact:
     skipped: list[Skipped]
     registry: str | None  # the registry file read, if any
     seconds: dict[str, float] = field(default_factory=dict)
+
+    def verdicts(self) -> dict[str, int]:
+        out = dict.fromkeys(verdicts.VERDICTS, 0)
+        for coupling in self.couplings:
+            out[coupling.verdict] += 1
+        return out
 
     def counts(self) -> dict[str, int]:
         out = dict.fromkeys(changes.STATUSES, 0)
@@ -273,6 +282,58 @@ def _overlap(copy: tuple[int, ...], old: ast.FunctionDef, new: tuple[int, ...]) 
     return tuple(f"line {method.statements[i].first}: {method.statements[i].code}" for i in both)
 
 
+def with_verdicts(
+    tree: _Tree, couplings: list[Coupling], symbols: dict[str, Symbol], a: Resolver, b: Resolver
+) -> list[Coupling]:
+    """Each coupling with its verdict (``verdicts.judge``), given what the tree's code does with the name."""
+    modules, exports = _tree_modules(tree.scans)
+    methods = {
+        (cls.path, line): verdicts.Method(cls.signatures[name], cls.super_calls.get(name, ()))
+        for scan in tree.scans
+        for cls in scan.classes
+        for name, line in cls.methods.items()
+        if name in cls.signatures
+    }
+    subclassed = {
+        r.path
+        for s in tree.scans
+        for c in s.classes
+        for refs in c.bases
+        for ref in refs
+        for r in _vllm(ref, exports, modules)
+    }
+    imported: dict[str, list[str]] = {}  # a file's import couplings' names, longest first (a call goes to the longest)
+    for c in couplings:
+        if c.kind == "import" and not c.why:
+            imported.setdefault(c.path, []).append(c.upstream)
+    refused: dict[tuple[str, str], list[str]] = {}
+    for scan in tree.scans:
+        names = sorted(set(imported.get(scan.path, [])), key=len, reverse=True)
+        if not names:
+            continue
+        for site in scan.calls:
+            for ref in _vllm(site.ref, exports, modules):
+                owner = next((n for n in names if ref.path == n or ref.path.startswith(n + ".")), None)
+                if owner is not None and (why := verdicts.refused_call(site.call, site.line, ref.path, a, b)):
+                    refused.setdefault((scan.path, owner), []).append(why)
+    out = []
+    for c in couplings:
+        symbol = symbols.get(c.upstream)
+        found = verdicts.judge(
+            c.kind,
+            c.status,
+            c.upstream,
+            None if c.why or symbol is None else symbol.change,
+            a,
+            b,
+            method=methods.get((c.path, c.line)) if c.kind == "override" else None,
+            subclassed=c.upstream in subclassed or c.name in subclassed,
+            refused_calls=refused.get((c.path, c.upstream), []) if c.kind == "import" else (),
+        )
+        out.append(replace(c, verdict=found.verdict, rule=found.rule, reason=found.reason))
+    return out
+
+
 def is_test(path: str) -> bool:
     """A file of the tree's tests (its patches are a test's, never the tree's start-up patches)."""
     parts = path.split("/")
@@ -352,6 +413,7 @@ def run(
     clock = time.monotonic()
     couplings, symbols = judge(tree, couplings, a, b, commits)
     couplings = declarations(couplings, symbols, registry is not None or bool(declared))
+    couplings = with_verdicts(tree, couplings, symbols, a, b)
     couplings.sort(key=lambda c: (c.path, c.line, KINDS.index(c.kind), c.upstream))
     seconds["resolve and compare"] = time.monotonic() - clock
     return Impact(root, old.label, new.label, couplings, symbols, tree.files, tree.skipped, registry, seconds)
