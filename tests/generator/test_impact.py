@@ -22,6 +22,7 @@ from balance_dev import plain_ast
 from balance_dev.package_index import wheel_name, wheel_of
 from balance_dev.project_files import REPO_ROOT
 from generator.cli import main
+from generator.judge.couplings import tree_read
 
 SCHEMA = json.loads((REPO_ROOT / "generator/judge/couplings/impact.schema.json").read_text())
 
@@ -515,3 +516,35 @@ def test_a_git_source_names_the_commits_that_touched_each_change(tmp_path: Path,
     )  # fmt: skip
     assert code == 0, err
     assert f"-> {branch}@{repo.head.commit.hexsha[:12]}:" in out.splitlines()[0]
+
+
+def test_the_read_cache_never_changes_the_report(
+    releases: tuple[Path, Path], tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Uncached, cold, warm, and after one file changed: the same report as reading every file afresh."""
+    args = ["impact", "--root", str(tree), "--from", "v1.0.0", "--to", "v1.1.0", "--format", "json"]
+
+    def run(cache: bool) -> tuple[str, str]:
+        if cache:
+            monkeypatch.delenv(tree_read.NO_CACHE_ENV, raising=False)
+        else:
+            monkeypatch.setenv(tree_read.NO_CACHE_ENV, "1")
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.stderr
+        return result.stdout, result.stderr
+
+    afresh, _ = run(cache=False)
+    cold, said = run(cache=True)
+    assert "; 0 from the cache)" in said
+    warm, said = run(cache=True)
+    assert "; 7 from the cache)" in said, said  # all but the file that is not UTF-8 (no text to read)
+    assert afresh == cold == warm
+    (tree / "pkg/imports.py").write_text(
+        (tree / "pkg/imports.py").read_text() + "from vllm.engine.core import TIMEOUT\n"
+    )
+    changed, said = run(cache=True)
+    assert "; 6 from the cache)" in said, said
+    assert changed == run(cache=False)[0] != warm
+    assert any(
+        c["upstream"] == "vllm.engine.core.TIMEOUT" and c["kind"] == "import" for c in json.loads(changed)["couplings"]
+    )

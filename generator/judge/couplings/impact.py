@@ -26,6 +26,7 @@ from generator.judge.couplings import changes, sites, verdicts
 from generator.judge.couplings.bindings import Exports, Ref, follow
 from generator.judge.couplings.changes import Change, Mover
 from generator.judge.couplings.registry import Declared
+from generator.judge.couplings.tree_read import Tree, read_tree
 from generator.judge.couplings.upstream import Resolver
 from generator.sources.base import Progress, no_progress
 from generator.sources.package import Package
@@ -92,39 +93,7 @@ class Impact:
         return out
 
 
-@dataclass
-class _Tree:
-    scans: list[sites.FileScan]
-    functions: list[Function]
-    files: int
-    skipped: list[Skipped]
-
-
-def read_tree(root: Path, paths: Sequence[Path], upstream_names: set[str], progress: Progress) -> _Tree:
-    """Every ``.py`` file under ``root`` (or under ``paths`` in it), each parsed once for both readers."""
-    scans, functions, skipped = [], [], []
-    files = 0
-    folders = [root / p for p in paths] if paths else [root]
-    for folder in folders:
-        for file in reading.python_files(folder) if folder.is_dir() else [folder] if folder.is_file() else []:
-            rel = file.relative_to(root).as_posix()
-            try:
-                text = file.read_bytes().decode("utf-8")
-            except OSError as exc:
-                skipped.append(Skipped(rel, f"cannot be read ({exc.strerror or exc})"))
-                continue
-            except UnicodeDecodeError as exc:
-                skipped.append(Skipped(rel, f"is not UTF-8 (byte {exc.start})"))
-                continue
-            if (tree := reading.parse(text, rel, skipped)) is None:
-                continue
-            files += 1
-            scans.append(sites.scan(tree, rel, text))
-            for func in reading.functions(tree, rel):
-                func.settle(func.name in upstream_names)
-                functions.append(func)
-    progress(f"read {files} files of {root} ({len(functions)} functions, {len(skipped)} skipped)")
-    return _Tree(scans, functions, files, skipped)
+_Tree = Tree  # what the passes below read: the tree's files, each read once (tree_read)
 
 
 def _tree_modules(scans: Sequence[sites.FileScan]) -> tuple[frozenset[str], Exports]:
@@ -401,7 +370,7 @@ def run(
     index = census_index.UpstreamIndex(census_index.package_source(old))
     seconds["index"] = time.monotonic() - clock
     clock = time.monotonic()
-    tree = read_tree(root, paths, set(index.by_name), progress)
+    tree = read_tree(root, paths, progress)
     seconds["tree"] = time.monotonic() - clock
     clock = time.monotonic()
     couplings = found(tree, index, declared, progress)
