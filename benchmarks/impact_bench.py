@@ -79,9 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         "- upstream reads: both releases' Python files (the wheel's members in range reads, cold; the cached "
         "zips, warm);\n- index: release A's census index (every function of the release as statement keys: "
         "parsing all its files, cold; the cached index, warm);\n- tree: reading and parsing the tree once for "
-        "its sites and its functions;\n- copies: matching the tree's functions against the index;\n- overrides: "
+        "its sites and its functions (cold: the files in two worker processes; warm: each file's reading from "
+        "the cache, by its digest);\n- copies: matching the tree's functions against the index;\n- overrides: "
         "the tree's classes' methods against their vLLM bases at A and B;\n- resolve and compare: every vLLM "
-        "name resolved at A and B and judged (the modules it needs parsed once each).\n"
+        "name resolved at A and B, judged, and given its verdict (the modules it needs parsed once each).\n"
     )
     RESULTS.write_text(text)
     print(table)

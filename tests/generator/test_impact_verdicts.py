@@ -233,6 +233,13 @@ TREE = {
         from vllm.old import helper
         from vllm.moved_a import relocated
     """,
+    "tests/test_lib.py": """
+        from unittest import mock
+
+        def test_it():
+            with mock.patch("vllm.lib.added_required"), mock.patch("vllm.lib.gone"):
+                pass
+    """,
     "pkg/copies.py": _COMPUTE.replace("    total = 0\n", "    total = 0.0\n")
     + _TALLY.replace("    count = 0\n", "    count = -1\n"),
 }
@@ -257,6 +264,9 @@ EXPECTED = {
     ("import", "pkg/imports.py", "vllm.old.helper"): ("info", "moved-reexported"),
     ("import", "pkg/imports.py", "vllm.moved_a.relocated"): ("breaks", "gone"),  # no re-export at B
     ("copy", "pkg/copies.py", "vllm.lib.compute"): ("breaks", "copy-of-removed"),
+    # A test's mock.patch puts a MagicMock in place, which takes any call; of a name gone it raises.
+    ("patch", "tests/test_lib.py", "vllm.lib.added_required"): ("review", "patched-changed"),
+    ("patch", "tests/test_lib.py", "vllm.lib.gone"): ("breaks", "gone"),
     ("copy", "pkg/copies.py", "vllm.lib.tally"): ("review", "copy-changed"),
 }
 # Overrides, by class and method (several classes override one base method): **kwargs passed through

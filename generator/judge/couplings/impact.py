@@ -298,6 +298,7 @@ def with_verdicts(
             method=methods.get((c.path, c.line)) if c.kind == "override" else None,
             subclassed=c.upstream in subclassed or c.name in subclassed,
             refused_calls=refused.get((c.path, c.upstream), []) if c.kind == "import" else (),
+            mocked=c.detail in ("mock.patch", "mock.patch.object"),
         )
         out.append(replace(c, verdict=found.verdict, rule=found.rule, reason=found.reason))
     return out

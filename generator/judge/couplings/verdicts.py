@@ -42,7 +42,11 @@ RULES = (
         "override-signature", BREAKS, "an override that refuses a call B's callers make of the base, which it took at A"
     ),
     Rule("super-call", BREAKS, "an override whose super() call B's base refuses, which A's took"),
-    Rule("patch-signature", BREAKS, "a patch written for A's signature that B's callers call in a way A's refuses"),
+    Rule(
+        "patch-signature",
+        BREAKS,
+        "a patch written for A's signature that B's callers call in a way A's refuses (not a test's mock.patch)",
+    ),
     Rule("call-refused", BREAKS, "a call of a vLLM function or class with arguments B's signature refuses, A's took"),
     Rule("copy-changed", REVIEW, "a copy whose upstream function changed (overlap: the statements both changed)"),
     Rule("override-added", REVIEW, "a method B's base starts defining: the tree's method overrides it from B on"),
@@ -111,6 +115,7 @@ def judge(
     method: Method | None = None,
     subclassed: bool = False,
     refused_calls: Sequence[str] = (),
+    mocked: bool = False,
 ) -> Verdict:
     """The verdict of one coupling (``kind`` at ``status``) on ``upstream``, whose change from A to B is ``change``."""
     if kind == "declared":
@@ -155,11 +160,14 @@ def judge(
         return _given("other")
     if kind == "patch":
         if (
-            old_sig is not None
+            not mocked  # a test's mock.patch puts a MagicMock there: it takes any call
+            and old_sig is not None
             and new_sig is not None
             and (reason := signatures.receiver_refuses(old_sig, old_sig, new_sig))
         ):
-            return _given("patch-signature", f"{b.label}'s callers pass what A's signature {reason}")
+            return _given(
+                "patch-signature", f"{b.label}'s callers call it in a way {a.label}'s signature refuses: {reason}"
+            )
         if status in (changes.CHANGED, changes.MOVED):
             return _given("patched-changed", "the patched definition changed")
         return _given("other")
