@@ -371,7 +371,7 @@ def run(
     index = census_index.UpstreamIndex(census_index.package_source(old))
     seconds["index"] = time.monotonic() - clock
     clock = time.monotonic()
-    tree = read_tree(root, paths, progress)
+    tree = read_tree(root, paths, old.label, set(index.by_name), progress)
     seconds["tree"] = time.monotonic() - clock
     clock = time.monotonic()
     couplings = found(tree, index, declared, progress)

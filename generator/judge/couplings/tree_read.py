@@ -1,9 +1,10 @@
 """A tree's files read once for both readers (``sites``, census's functions), each reading cached by its digest.
 
-Reading a file (parsing it, its sites, classes and calls, its functions' statement keys) depends on the
-file's bytes, its path in the tree (its module's name) and this tool's reading code: the cache key is
-the digest of the first two, under a folder named by the digest of the third (the reading modules' own
-source, and Python's version: ``ast`` differs between them). So an entry never outlives the code that
+Reading a file (parsing it, its sites, classes and calls, the statement keys of its functions that
+release A names) depends on the file's bytes, its path in the tree (its module's name), release A and
+this tool's reading code: the cache key is the digest of the first two, in a pack per tree and release
+A, under a folder named by the digest of the last (the reading modules' own source, and Python's
+version: ``ast`` differs between them). So an entry never outlives the code that
 wrote it, and a run with the cache gives the same result as one without it (a test holds to that).
 What is missing is read in worker processes when there is much of it and more than one core.
 
@@ -55,6 +56,9 @@ def version() -> str:
     return digest.hexdigest()[:16]
 
 
+_NAMES: frozenset[str] = frozenset()  # release A's function names, set before the workers fork
+
+
 def read_one(item: tuple[str, str]) -> Entry:
     """The file at ``rel`` with text ``text`` read: parsed once, for its sites and its functions."""
     rel, text = item
@@ -65,12 +69,13 @@ def read_one(item: tuple[str, str]) -> Entry:
     scan = sites.scan(tree, rel, text)
     functions = reading.functions(tree, rel)
     for func in functions:
-        func.settle(True)  # keys for every function big enough: whichever release A names it
+        func.settle(func.name in _NAMES)  # keys only for what A's index can match (they cost more than parsing)
     return scan, functions
 
 
-def _pack(root: Path, paths: Sequence[Path]) -> Path:
-    where = hashlib.sha256("\0".join([str(root.resolve()), *map(str, paths)]).encode()).hexdigest()[:24]
+def _pack(root: Path, paths: Sequence[Path], release: str) -> Path:
+    """One pack per tree and release A (whose function names decide which functions' keys are kept)."""
+    where = hashlib.sha256("\0".join([release, str(root.resolve()), *map(str, paths)]).encode()).hexdigest()[:24]
     return cache.cache_root() / "couplings-read" / version() / f"{where}.pickle"
 
 
@@ -93,10 +98,16 @@ def _read_all(items: list[tuple[str, str]]) -> list[Entry]:
         return pool.map(read_one, items, chunksize=16)
 
 
-def read_tree(root: Path, paths: Sequence[Path], progress: Progress) -> Tree:
-    """Every ``.py`` file under ``root`` (or under ``paths`` in it), each read once for both readers."""
+def read_tree(root: Path, paths: Sequence[Path], release: str, names: set[str], progress: Progress) -> Tree:
+    """Every ``.py`` file under ``root`` (or under ``paths`` in it), each read once for both readers.
+
+    ``names``: release A's (``release``'s) function names; a tree's function of such a name keeps its
+    statement keys, for census's matching.
+    """
+    global _NAMES  # what forked workers inherit, without sending it to each
+    _NAMES = frozenset(names)
     use_cache = not os.environ.get(NO_CACHE_ENV, "")
-    pack = _pack(root, paths)
+    pack = _pack(root, paths, release)
     known = _load(pack) if use_cache else {}
     order: list[tuple[str, str | Skipped]] = []  # (rel, digest or why it was not read)
     missing: dict[str, tuple[str, str]] = {}
