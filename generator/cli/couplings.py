@@ -149,15 +149,16 @@ def couplings(old: str | None, fmt: str, source: str, vllm_repo: str | None) -> 
     help="Release B (default: the newest on the package index); a branch or commit (main) with a git source.",
 )
 @click.option("--format", "fmt", type=click.Choice(_FORMATS), default="text", show_default=True)
-@click.option("--all", "everything", is_flag=True, help="Text: list the unchanged couplings too.")
+@click.option("--all", "everything", is_flag=True, help="Text: list the info couplings too (breaks, review lead).")
 @source_options
 @root_option
 def impact(old: str | None, new: str | None, fmt: str, everything: bool, source: str, vllm_repo: str | None) -> None:
     """What moving the tree from vLLM A to B does to each of its couplings.
 
     For each: unchanged, changed (signature, body, value, members), moved (named), removed, added,
-    redundant (a copy equal to B's function), unresolved (with why); upstream's own diff of each
-    changed definition, and with a git source the commits that touched it.
+    redundant (a copy equal to B's function), unresolved (with why); and a verdict, with the rule that
+    gave it: breaks, review, info (docs/impact.md). Upstream's own diff of each changed definition, and
+    with a git source the commits that touched it.
     """
     layout = _layout(context.root())
     sources = context.sources(source, vllm_repo)

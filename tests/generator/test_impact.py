@@ -22,6 +22,7 @@ from balance_dev import plain_ast
 from balance_dev.package_index import wheel_name, wheel_of
 from balance_dev.project_files import REPO_ROOT
 from generator.cli import main
+from generator.judge.couplings import tree_read
 
 SCHEMA = json.loads((REPO_ROOT / "generator/judge/couplings/impact.schema.json").read_text())
 
@@ -343,7 +344,7 @@ def test_every_coupling_has_the_status_both_releases_files_give(releases: tuple[
     report = _impact(tree)
     found = {(c["kind"], c["upstream"]): c for c in report["couplings"]}
     for (kind, upstream), coupling in found.items():
-        if upstream in DEFINED and not coupling.get("why") and coupling["status"] != "redundant":
+        if upstream in DEFINED and coupling["rule"] != "unresolved" and coupling["status"] != "redundant":
             assert coupling["status"] == truth(upstream, *releases), (kind, upstream, coupling)
     # Each kind and status is there, at its site.
     wanted = {
@@ -414,7 +415,9 @@ def test_the_registry_and_the_code_are_compared_both_ways(releases: tuple[Path, 
     declared = {c["upstream"]: c["touched"] for c in report["couplings"] if c["kind"] == "declared"}
     assert declared == {"vllm.engine.core.EngineCore.abort": True, "vllm.config.model.ModelConfig.name": False}
     patches = {
-        c["upstream"]: c.get("declared") for c in report["couplings"] if c["kind"] == "patch" and not c.get("why")
+        c["upstream"]: c.get("declared")
+        for c in report["couplings"]
+        if c["kind"] == "patch" and c["status"] != "unresolved"
     }
     assert patches["vllm.engine.core.EngineCore.abort"] is True
     assert patches["vllm.engine.core.TIMEOUT"] is False
@@ -437,11 +440,18 @@ def test_text_markdown_and_annotations(releases: tuple[Path, Path], tree: Path) 
     base = ("impact", "--root", str(tree), "--from", "v1.0.0", "--to", "v1.1.0")
     code, out, _ = _run(*base)
     assert code == 0
-    first = out.splitlines()[0]
-    assert "couplings of" in first and "removed" in first and "unchanged" in first
-    sections = [line for line in out.splitlines() if line and not line.startswith(" ")]
-    assert sections.index("removed (2)") < sections.index(next(s for s in sections if s.startswith("changed")))
-    assert "unchanged (" not in out  # counted, not listed
+    first, by_status = out.splitlines()[:2]
+    assert "couplings of" in first and "breaks" in first and "info" in first
+    assert "removed" in by_status and "unchanged" in by_status
+    sections = [line for line in out.splitlines() if line.startswith(("breaks (", "review (", "info ("))]
+    assert sections[0].startswith("breaks (") and sections[1].startswith("review (")  # breaks lead
+    assert sections[-1].startswith("info (") and "--all lists them" in sections[-1]  # counted, not listed
+    abort = _line(tree, "pkg/patches.py", "EngineCore.abort =")
+    breaks = out.split("\nreview (")[0]
+    assert f":{abort} patch vllm.engine.core.EngineCore.abort: removed (gone)" in breaks
+    assert ":1 import vllm.Engine" not in out  # unchanged: info
+    code, everything, _ = _run(*base, "--all")
+    assert code == 0 and "import vllm.Engine (defined as vllm.engine.core.Engine): unchanged (other)" in everything
     code, md, _ = _run(*base, "--format", "markdown")
     assert code == 0 and md.startswith("### What vLLM v1.0.0 -> v1.1.0 does") and "<details>" in md
     code, gh, _ = _run(*base, "--format", "github")
@@ -506,3 +516,35 @@ def test_a_git_source_names_the_commits_that_touched_each_change(tmp_path: Path,
     )  # fmt: skip
     assert code == 0, err
     assert f"-> {branch}@{repo.head.commit.hexsha[:12]}:" in out.splitlines()[0]
+
+
+def test_the_read_cache_never_changes_the_report(
+    releases: tuple[Path, Path], tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Uncached, cold, warm, and after one file changed: the same report as reading every file afresh."""
+    args = ["impact", "--root", str(tree), "--from", "v1.0.0", "--to", "v1.1.0", "--format", "json"]
+
+    def run(cache: bool) -> tuple[str, str]:
+        if cache:
+            monkeypatch.delenv(tree_read.NO_CACHE_ENV, raising=False)
+        else:
+            monkeypatch.setenv(tree_read.NO_CACHE_ENV, "1")
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.stderr
+        return result.stdout, result.stderr
+
+    afresh, _ = run(cache=False)
+    cold, said = run(cache=True)
+    assert "; 0 from the cache)" in said
+    warm, said = run(cache=True)
+    assert "; 7 from the cache)" in said, said  # all but the file that is not UTF-8 (no text to read)
+    assert afresh == cold == warm
+    (tree / "pkg/imports.py").write_text(
+        (tree / "pkg/imports.py").read_text() + "from vllm.engine.core import TIMEOUT\n"
+    )
+    changed, said = run(cache=True)
+    assert "; 6 from the cache)" in said, said
+    assert changed == run(cache=False)[0] != warm
+    assert any(
+        c["upstream"] == "vllm.engine.core.TIMEOUT" and c["kind"] == "import" for c in json.loads(changed)["couplings"]
+    )

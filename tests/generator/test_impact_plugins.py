@@ -50,6 +50,19 @@ def _documented(project: str, version: str) -> dict[str, int]:
     raise AssertionError(f"docs/impact.md has no row for {project} {version}")
 
 
+def _documented_verdicts(project: str, version: str) -> dict[str, int] | None:
+    """The verdict counts docs/impact.md's verdict table states for the tree (None: no row for it)."""
+    lines = DOC.read_text().splitlines()
+    header = next(i for i, row in enumerate(lines) if row.startswith("| tree | from | to | breaks |"))
+    for row in lines[header + 2 :]:
+        if not row.startswith("|"):
+            return None
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        if cells[0] == f"{project} {version}":
+            return {v: int(re.sub(r"\D", "", cells[3 + i])) for i, v in enumerate(("breaks", "review", "info"))}
+    return None
+
+
 def _module_and_qualname(files: package.Package, name: str) -> tuple[str, str] | None:
     parts = name.split(".")
     for i in range(len(parts), 0, -1):
@@ -69,6 +82,8 @@ def test_a_published_plugin_tree(project: str, version: str, old: str | None, tm
     report = json.loads(result.stdout)
     jsonschema.validate(report, SCHEMA)
     assert report["counts"] == _documented(project, version)
+    if (verdicts := _documented_verdicts(project, version)) is not None:
+        assert report["verdicts"] == verdicts
     # Every coupling whose definition stands at the same place at both releases: its status is what the two
     # releases' own files say, read here.
     a, b = package.release(report["from"]), package.release(TO)

@@ -14,7 +14,6 @@ module of B by its own name (and kind); found, it moved; else it is removed.
 from __future__ import annotations
 
 import ast
-import copy
 import difflib
 import re
 from collections.abc import Iterable
@@ -58,24 +57,39 @@ def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
 
 
 def _dump(nodes: Iterable[ast.AST | None]) -> str:
-    """The nodes as ``ast`` sees them, the docstrings of every def and class inside them left out."""
-    return "|".join(ast.dump(_undocumented(n)) if n is not None else "-" for n in nodes)
+    """The nodes as ``ast`` sees them, the docstrings of every def and class inside them left out.
+
+    Equal exactly when ``ast.dump`` of copies without their docstrings would be (every field, in order),
+    without copying: a module's members are compared by thousands, and a deep copy of each cost more than
+    all the rest of judging. Each node's text is kept, by identity, for the next comparison that needs it.
+    """
+    return "|".join(_key(n) if n is not None else "-" for n in nodes)
 
 
-def _undocumented(node: ast.AST) -> ast.AST:
-    documented = [
-        n
-        for n in ast.walk(node)
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module))
-        and _without_docstring(n.body) is not n.body
-    ]
-    if not documented:
-        return node
-    node = copy.deepcopy(node)
-    for inner in ast.walk(node):
-        if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)):
-            inner.body = _without_docstring(inner.body) or [ast.Pass()]
-    return node
+_DOCUMENTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)
+_KEPT = 200_000
+_KEYS: dict[int, tuple[ast.AST, str]] = {}  # id -> (the node, kept alive so the id stays its own; its text)
+
+
+def _key(node: object) -> str:
+    if isinstance(node, list):
+        return "[" + ",".join(_key(n) for n in node) + "]"
+    if not isinstance(node, ast.AST):
+        return repr(node)
+    held = _KEYS.get(id(node))
+    if held is not None and held[0] is node:
+        return held[1]
+    fields = []
+    for name, value in ast.iter_fields(node):
+        if name == "body" and isinstance(node, _DOCUMENTED):
+            value = _without_docstring(value) or [ast.Pass()]
+        fields.append(f"{name}={_key(value)}")
+    text = f"{type(node).__name__}({','.join(fields)})"
+    if isinstance(node, (ast.stmt, ast.arguments)):  # statements are what is compared again; expressions are many
+        if len(_KEYS) >= _KEPT:  # one run's statements fit; a long-lived process starts again
+            _KEYS.clear()
+        _KEYS[id(node)] = (node, text)
+    return text
 
 
 def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:

@@ -22,10 +22,11 @@ from generator.judge import provenance
 from generator.judge.census import index as census_index
 from generator.judge.census import matching, reading
 from generator.judge.census.reading import Function, Skipped
-from generator.judge.couplings import changes, sites
+from generator.judge.couplings import changes, sites, verdicts
 from generator.judge.couplings.bindings import Exports, Ref, follow
 from generator.judge.couplings.changes import Change, Mover
 from generator.judge.couplings.registry import Declared
+from generator.judge.couplings.tree_read import Tree, read_tree
 from generator.judge.couplings.upstream import Resolver
 from generator.sources.base import Progress, no_progress
 from generator.sources.package import Package
@@ -49,6 +50,9 @@ class Coupling:
     declared: bool | None = None  # a patch, in a tree with a registry: does the registry declare it
     touched: bool | None = None  # a declared symbol: does the tree's code touch it
     overlap: tuple[str, ...] = ()  # a copy: A's statements that upstream changed and the copy's edits touch
+    verdict: str = ""  # breaks | review | info (verdicts.RULES)
+    rule: str = ""  # the rule that gave the verdict
+    reason: str = ""  # the rule's words for this coupling
 
     @property
     def site(self) -> str:
@@ -76,6 +80,12 @@ class Impact:
     registry: str | None  # the registry file read, if any
     seconds: dict[str, float] = field(default_factory=dict)
 
+    def verdicts(self) -> dict[str, int]:
+        out = dict.fromkeys(verdicts.VERDICTS, 0)
+        for coupling in self.couplings:
+            out[coupling.verdict] += 1
+        return out
+
     def counts(self) -> dict[str, int]:
         out = dict.fromkeys(changes.STATUSES, 0)
         for coupling in self.couplings:
@@ -83,39 +93,7 @@ class Impact:
         return out
 
 
-@dataclass
-class _Tree:
-    scans: list[sites.FileScan]
-    functions: list[Function]
-    files: int
-    skipped: list[Skipped]
-
-
-def read_tree(root: Path, paths: Sequence[Path], upstream_names: set[str], progress: Progress) -> _Tree:
-    """Every ``.py`` file under ``root`` (or under ``paths`` in it), each parsed once for both readers."""
-    scans, functions, skipped = [], [], []
-    files = 0
-    folders = [root / p for p in paths] if paths else [root]
-    for folder in folders:
-        for file in reading.python_files(folder) if folder.is_dir() else [folder] if folder.is_file() else []:
-            rel = file.relative_to(root).as_posix()
-            try:
-                text = file.read_bytes().decode("utf-8")
-            except OSError as exc:
-                skipped.append(Skipped(rel, f"cannot be read ({exc.strerror or exc})"))
-                continue
-            except UnicodeDecodeError as exc:
-                skipped.append(Skipped(rel, f"is not UTF-8 (byte {exc.start})"))
-                continue
-            if (tree := reading.parse(text, rel, skipped)) is None:
-                continue
-            files += 1
-            scans.append(sites.scan(tree, rel, text))
-            for func in reading.functions(tree, rel):
-                func.settle(func.name in upstream_names)
-                functions.append(func)
-    progress(f"read {files} files of {root} ({len(functions)} functions, {len(skipped)} skipped)")
-    return _Tree(scans, functions, files, skipped)
+_Tree = Tree  # what the passes below read: the tree's files, each read once (tree_read)
 
 
 def _tree_modules(scans: Sequence[sites.FileScan]) -> tuple[frozenset[str], Exports]:
@@ -273,6 +251,59 @@ def _overlap(copy: tuple[int, ...], old: ast.FunctionDef, new: tuple[int, ...]) 
     return tuple(f"line {method.statements[i].first}: {method.statements[i].code}" for i in both)
 
 
+def with_verdicts(
+    tree: _Tree, couplings: list[Coupling], symbols: dict[str, Symbol], a: Resolver, b: Resolver
+) -> list[Coupling]:
+    """Each coupling with its verdict (``verdicts.judge``), given what the tree's code does with the name."""
+    modules, exports = _tree_modules(tree.scans)
+    methods = {
+        (cls.path, line): verdicts.Method(cls.signatures[name], cls.super_calls.get(name, ()))
+        for scan in tree.scans
+        for cls in scan.classes
+        for name, line in cls.methods.items()
+        if name in cls.signatures
+    }
+    subclassed = {
+        r.path
+        for s in tree.scans
+        for c in s.classes
+        for refs in c.bases
+        for ref in refs
+        for r in _vllm(ref, exports, modules)
+    }
+    imported: dict[str, list[str]] = {}  # a file's import couplings' names, longest first (a call goes to the longest)
+    for c in couplings:
+        if c.kind == "import" and not c.why:
+            imported.setdefault(c.path, []).append(c.upstream)
+    refused: dict[tuple[str, str], list[str]] = {}
+    for scan in tree.scans:
+        names = sorted(set(imported.get(scan.path, [])), key=len, reverse=True)
+        if not names:
+            continue
+        for site in scan.calls:
+            for ref in _vllm(site.ref, exports, modules):
+                owner = next((n for n in names if ref.path == n or ref.path.startswith(n + ".")), None)
+                if owner is not None and (why := verdicts.refused_call(site.call, site.line, ref.path, a, b)):
+                    refused.setdefault((scan.path, owner), []).append(why)
+    out = []
+    for c in couplings:
+        symbol = symbols.get(c.upstream)
+        found = verdicts.judge(
+            c.kind,
+            c.status,
+            c.upstream,
+            None if c.why or symbol is None else symbol.change,
+            a,
+            b,
+            method=methods.get((c.path, c.line)) if c.kind == "override" else None,
+            subclassed=c.upstream in subclassed or c.name in subclassed,
+            refused_calls=refused.get((c.path, c.upstream), []) if c.kind == "import" else (),
+            mocked=c.detail in ("mock.patch", "mock.patch.object"),
+        )
+        out.append(replace(c, verdict=found.verdict, rule=found.rule, reason=found.reason))
+    return out
+
+
 def is_test(path: str) -> bool:
     """A file of the tree's tests (its patches are a test's, never the tree's start-up patches)."""
     parts = path.split("/")
@@ -340,7 +371,7 @@ def run(
     index = census_index.UpstreamIndex(census_index.package_source(old))
     seconds["index"] = time.monotonic() - clock
     clock = time.monotonic()
-    tree = read_tree(root, paths, set(index.by_name), progress)
+    tree = read_tree(root, paths, old.label, set(index.by_name), progress)
     seconds["tree"] = time.monotonic() - clock
     clock = time.monotonic()
     couplings = found(tree, index, declared, progress)
@@ -352,6 +383,7 @@ def run(
     clock = time.monotonic()
     couplings, symbols = judge(tree, couplings, a, b, commits)
     couplings = declarations(couplings, symbols, registry is not None or bool(declared))
+    couplings = with_verdicts(tree, couplings, symbols, a, b)
     couplings.sort(key=lambda c: (c.path, c.line, KINDS.index(c.kind), c.upstream))
     seconds["resolve and compare"] = time.monotonic() - clock
     return Impact(root, old.label, new.label, couplings, symbols, tree.files, tree.skipped, registry, seconds)

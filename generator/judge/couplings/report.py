@@ -1,9 +1,10 @@
 """An impact as a maintainer reads it: text, JSON (``impact.schema.json``), markdown for a pull request, annotations.
 
-Counts come first. Text and markdown then list what needs reading, by status (removed, moved, changed,
-added, redundant, unresolved), then by file; the unchanged couplings are counted, not listed (JSON
-lists every coupling). Upstream's own diff of each changed definition is given once per definition,
-in JSON and (folded) in markdown, however many sites use it.
+Counts come first. Text, markdown and annotations then lead with what the bump breaks, then what needs
+review (``verdicts.RULES``), each coupling with its status and the rule's words; the ``info`` couplings
+are counted, not listed (text lists them with ``--all``; JSON lists every coupling). Upstream's own
+diff of each changed definition is given once per definition, in JSON and (folded) in markdown,
+however many sites use it.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from generator.judge.couplings import changes
+from generator.judge.couplings import changes, verdicts
 from generator.judge.couplings.impact import KINDS, Coupling, Impact, is_test
 
 SCHEMA_VERSION = 1
-_LISTED = [s for s in changes.STATUSES if s != changes.UNCHANGED]
+_LISTED = (verdicts.BREAKS, verdicts.REVIEW)  # listed; info is counted (text: listed with --all)
 
 
 def _describe(coupling: Coupling, impact: Impact) -> str:
@@ -55,9 +56,11 @@ def summary_lines(impact: Impact, *, where: bool = True) -> list[str]:
     kinds = Counter(c.kind for c in impact.couplings)
     tests = sum(is_test(c.path) for c in impact.couplings)
     total = sum(counts.values())
+    judged = impact.verdicts()
     lines = [
         f"{total} couplings{f' of {impact.root}' if where else ''} to vLLM, {impact.old} -> {impact.new}: "
-        + ", ".join(f"{counts[s]} {s}" for s in changes.STATUSES),
+        + ", ".join(f"{judged[v]} {v}" for v in verdicts.VERDICTS),
+        "by status: " + ", ".join(f"{counts[s]} {s}" for s in changes.STATUSES),
         "by kind: " + ", ".join(f"{kinds[k]} {k}" for k in KINDS) + f" ({tests} in tests)",
         f"{impact.files} files read"
         + (f", {len(impact.skipped)} skipped ({_skipped(impact)})" if impact.skipped else "")
@@ -77,32 +80,40 @@ def _skipped(impact: Impact, limit: int = 3) -> str:
     return shown + (f"; +{len(impact.skipped) - limit} more" if len(impact.skipped) > limit else "")
 
 
-def _by_status(couplings: Iterable[Coupling]) -> dict[str, dict[str, list[Coupling]]]:
+def _by_verdict(couplings: Iterable[Coupling]) -> dict[str, dict[str, list[Coupling]]]:
     grouped: dict[str, dict[str, list[Coupling]]] = defaultdict(lambda: defaultdict(list))
     for coupling in couplings:
-        grouped[coupling.status][coupling.path].append(coupling)
+        grouped[coupling.verdict][coupling.path].append(coupling)
     return grouped
+
+
+def _judged(coupling: Coupling, impact: Impact) -> str:
+    """A listed coupling's words: its status, the verdict's reason, then what happened upstream."""
+    said = _describe(coupling, impact)
+    reason = coupling.reason if coupling.reason and coupling.reason != coupling.why else ""
+    return "; ".join(w for w in (f"{coupling.status} ({coupling.rule})", reason, said) if w)
 
 
 def text_lines(impact: Impact, *, everything: bool = False) -> list[str]:
     out = summary_lines(impact)
-    grouped = _by_status(impact.couplings)
-    for status in changes.STATUSES if everything else _LISTED:
-        files = grouped.get(status)
+    grouped = _by_verdict(impact.couplings)
+    for verdict in verdicts.VERDICTS if everything else _LISTED:
+        files = grouped.get(verdict)
         if not files:
             continue
-        out += ["", f"{status} ({sum(len(v) for v in files.values())})"]
+        out += ["", f"{verdict} ({sum(len(v) for v in files.values())})"]
         for path in sorted(files, key=lambda p: (is_test(p), p)):  # the tree's own code before its tests
             out.append(f"  {path}")
             for c in files[path]:
-                said = _describe(c, impact)
-                out.append(f"    :{c.line} {c.kind} {_named(c)}" + (f": {said}" if said else ""))
+                out.append(f"    :{c.line} {c.kind} {_named(c)}: {_judged(c, impact)}")
+    if not everything and grouped.get(verdicts.INFO):
+        out += ["", f"info ({sum(len(v) for v in grouped[verdicts.INFO].values())}): counted; --all lists them"]
     return out
 
 
 def couplings_lines(impact: Impact) -> list[str]:
     """``couplings``: every coupling of the tree by file, named as release A defines it."""
-    out = [line for line in summary_lines(impact)[1:]]
+    out = [line for line in summary_lines(impact)[2:]]
     files: dict[str, list[Coupling]] = defaultdict(list)
     for coupling in impact.couplings:
         files[coupling.path].append(coupling)
@@ -137,6 +148,7 @@ def to_json(impact: Impact) -> dict[str, Any]:
         "to": impact.new,
         "root": str(impact.root),
         "counts": impact.counts(),
+        "verdicts": impact.verdicts(),
         "kinds": {k: sum(c.kind == k for c in impact.couplings) for k in KINDS},
         "files": impact.files,
         "skipped": [{"path": s.path, "reason": s.reason} for s in impact.skipped],
@@ -162,9 +174,10 @@ def _coupling(c: Coupling) -> dict[str, Any]:
         "name": c.name or None,
         "detail": c.detail,
         "test": is_test(c.path),
+        "verdict": c.verdict,
+        "rule": c.rule,
+        "why": c.why or c.reason,  # an unresolved site: why it cannot be named (its rule's words)
     }
-    if c.why:
-        out["why"] = c.why
     if c.declared is not None:
         out["declared"] = c.declared
     if c.touched is not None:
@@ -179,16 +192,14 @@ def to_json_text(impact: Impact) -> str:
 
 
 def github_lines(impact: Impact) -> list[str]:
-    """One annotation at each coupling whose upstream definition needs reading (warning; removed: error)."""
+    """One annotation at each coupling the bump breaks (error), then each that needs review (warning)."""
     out = []
-    for c in impact.couplings:
-        if c.status == changes.UNCHANGED:
-            continue
-        level = "error" if c.status == changes.REMOVED else "warning"
-        message = f"vLLM {impact.old} -> {impact.new}: {c.kind} of {_named(c)} is {c.status}"
-        said = _describe(c, impact)
-        message += f": {said}" if said else ""
-        out.append(f"::{level} file={c.path},line={c.line}::{_escape(message)}")
+    for verdict, level in ((verdicts.BREAKS, "error"), (verdicts.REVIEW, "warning")):
+        for c in impact.couplings:
+            if c.verdict != verdict:
+                continue
+            message = f"vLLM {impact.old} -> {impact.new}: {verdict}: {c.kind} of {_named(c)}: {_judged(c, impact)}"
+            out.append(f"::{level} file={c.path},line={c.line}::{_escape(message)}")
     return out
 
 
@@ -196,14 +207,19 @@ def _escape(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
-def markdown(impact: Impact, *, limit: int = 60_000, heading: str = "###") -> str:
-    """A pull-request section: counts, then each definition that needs reading with its sites, diffs folded.
+def markdown(impact: Impact, *, limit: int = 60_000, heading: str = "###", suite: str = "") -> str:
+    """A pull-request section: counts, then each definition the bump breaks, then each to review, with its sites.
 
-    Cut to ``limit`` characters (GitHub's body limit is 65,536): the diffs go first, then the sites.
+    ``info`` is counted. Upstream's diffs are folded; cut to ``limit`` characters (GitHub's body limit is
+    65,536): the diffs go first, then the sites. ``suite``: markdown placed after the counts (what the
+    plugin's own unit tests say of the bump, when they were run).
     """
-    counts = impact.counts()
+    counts, judged = impact.counts(), impact.verdicts()
     head = [
         f"{heading} What vLLM {impact.old} -> {impact.new} does to the tree's couplings",
+        "",
+        f"**{judged[verdicts.BREAKS]} break, {judged[verdicts.REVIEW]} to review**, {judged[verdicts.INFO]} info "
+        "(counted, not listed: `balance-patchgen impact --all` lists them).",
         "",
         "| " + " | ".join(changes.STATUSES) + " |",
         "|" + "---|" * len(changes.STATUSES),
@@ -211,21 +227,26 @@ def markdown(impact: Impact, *, limit: int = 60_000, heading: str = "###") -> st
         "",
         f"Kinds: {', '.join(f'{sum(c.kind == k for c in impact.couplings)} {k}' for k in KINDS)}; "
         f"read from both releases' own files (`balance-patchgen impact`, docs/impact.md).",
+        *(["", suite.rstrip("\n")] if suite else []),
     ]
     needs = _needs_reading(impact)
     for with_diffs in (True, False):
         body = list(head)
-        for name, status, used in needs:
-            symbol = impact.symbols.get(name)
-            said = _describe(used[0], impact)
-            body.append("")
-            body.append(f"- **{status}** `{name}`" + (f": {said}" if said else ""))
-            shown = ", ".join(f"`{c.site}` ({c.kind})" for c in used[:8])
-            body.append(f"  - used at {shown}" + (f" and {len(used) - 8} more" if len(used) > 8 else ""))
-            if with_diffs and symbol is not None and symbol.change.diff:
-                body += ["  <details><summary>upstream's diff</summary>", "", "  ```diff"]
-                body += [f"  {line}" for line in symbol.change.diff.splitlines()]
-                body += ["  ```", "  </details>"]
+        for verdict in _LISTED:
+            listed = [n for n in needs if n[1] == verdict]
+            if listed:
+                body += ["", f"{heading}# {verdict} ({sum(len(u) for _, _, _, u in listed)} couplings)"]
+            for name, _, status, used in listed:
+                symbol = impact.symbols.get(name)
+                said = _judged(used[0], impact)
+                body.append("")
+                body.append(f"- **{status}** `{name}`" + (f": {said}" if said else ""))
+                shown = ", ".join(f"`{c.site}` ({c.kind})" for c in used[:8])
+                body.append(f"  - used at {shown}" + (f" and {len(used) - 8} more" if len(used) > 8 else ""))
+                if with_diffs and symbol is not None and symbol.change.diff:
+                    body += ["  <details><summary>upstream's diff</summary>", "", "  ```diff"]
+                    body += [f"  {line}" for line in symbol.change.diff.splitlines()]
+                    body += ["  ```", "  </details>"]
         text = "\n".join(body) + "\n"
         if len(text) <= limit:
             return text
@@ -233,26 +254,34 @@ def markdown(impact: Impact, *, limit: int = 60_000, heading: str = "###") -> st
     return cut + f"\n\n(cut at {limit} characters: `balance-patchgen impact --format json` has every coupling)\n"
 
 
-def _needs_reading(impact: Impact) -> list[tuple[str, str, list[Coupling]]]:
-    """Each vLLM name that is not unchanged, with its status and the couplings that use it, most urgent first."""
-    sites: dict[tuple[str, str], list[Coupling]] = defaultdict(list)
+def _needs_reading(impact: Impact) -> list[tuple[str, str, str, list[Coupling]]]:
+    """Each vLLM name with a coupling that breaks or needs review: (name, verdict, status, its couplings).
+
+    Breaks first, then review; within each by status, then name. A name's couplings can differ in
+    verdict (an import of it fine where a patch of it breaks): each verdict lists its own.
+    """
+    sites: dict[tuple[str, str, str], list[Coupling]] = defaultdict(list)
     for c in impact.couplings:
-        if c.status != changes.UNCHANGED:
-            sites[(c.upstream, c.status)].append(c)  # a copy of a name can be redundant where a patch of it is not
+        if c.verdict in _LISTED:
+            sites[(c.upstream, c.verdict, c.status)].append(c)
+    verdict_order = {v: n for n, v in enumerate(verdicts.VERDICTS)}
     order = {s: n for n, s in enumerate(changes.STATUSES)}
-    ranked = sorted(sites.items(), key=lambda item: (order[item[0][1]], item[0][0]))
-    return [(name, status, used) for (name, status), used in ranked]
+    ranked = sorted(sites.items(), key=lambda item: (verdict_order[item[0][1]], order[item[0][2]], item[0][0]))
+    return [(name, verdict, status, used) for (name, verdict, status), used in ranked]
 
 
 def summary_json(impact: Impact, *, sites: int = 20) -> dict[str, Any]:
-    """What a bump's plan carries: counts, and each definition that needs reading with the sites using it."""
+    """What a bump's plan carries: counts, then each definition that breaks, then each to review, with its sites."""
     out = []
-    for name, status, used in _needs_reading(impact):
+    for name, verdict, status, used in _needs_reading(impact):
         symbol = impact.symbols.get(name)
         change = symbol.change if symbol is not None else None
         out.append(
             {
                 "name": name,
+                "verdict": verdict,
+                "why": sorted({c.reason for c in used})[0],
+                "rules": sorted({c.rule for c in used}),
                 "status": status,
                 "parts": list(change.parts) if change else [],
                 "detail": _describe(used[0], impact),
@@ -263,17 +292,24 @@ def summary_json(impact: Impact, *, sites: int = 20) -> dict[str, Any]:
             }
         )
     kinds = {k: sum(c.kind == k for c in impact.couplings) for k in KINDS}
-    return {"from": impact.old, "to": impact.new, "counts": impact.counts(), "kinds": kinds, "symbols": out}
+    return {
+        "from": impact.old,
+        "to": impact.new,
+        "counts": impact.counts(),
+        "verdicts": impact.verdicts(),
+        "kinds": kinds,
+        "symbols": out,
+    }
 
 
 def bump_lines(impact: Impact, *, listed: int = 40) -> list[str]:
-    """What ``bump`` prints: the counts, then the definitions that need reading, the most urgent first."""
-    out = summary_lines(impact, where=False)[:2]
+    """What ``bump`` prints: the counts, then the definitions the bump breaks, then those to review."""
+    out = summary_lines(impact, where=False)[:3]
     needs = _needs_reading(impact)
-    for name, status, used in needs[:listed]:
+    for name, verdict, status, used in needs[:listed]:
         where = ", ".join(c.site for c in used[:3]) + (f" and {len(used) - 3} more" if len(used) > 3 else "")
-        said = _describe(used[0], impact)
-        out.append(f"  {status} {name}" + (f": {said}" if said else "") + f" (used at {where})")
+        said = _judged(used[0], impact)
+        out.append(f"  {verdict}: {status} {name}" + (f": {said}" if said else "") + f" (used at {where})")
     if len(needs) > listed:
         out.append(
             f"  ... and {len(needs) - listed} more: `balance-patchgen --root . impact --to {impact.new}` "

@@ -27,6 +27,7 @@ from generator.judge.couplings.bindings import (
     module_name,
     refs,
 )
+from generator.judge.couplings.signatures import Call, Signature, call_of, of
 
 _MOCK_PATCH = frozenset({"unittest.mock.patch", "mock.patch"})
 _MOCK_OBJECT = frozenset({"unittest.mock.patch.object", "mock.patch.object"})
@@ -54,6 +55,19 @@ class TreeClass:
     bases: list[list[Ref]]
     local_bases: list[str]  # bases that are classes of the same file, by qualname
     methods: dict[str, int]
+    # Each method's own signature, and what its ``super().<same name>(...)`` calls pass: what decides whether
+    # a changed base signature breaks the override.
+    signatures: dict[str, Signature] = field(default_factory=dict)
+    super_calls: dict[str, tuple[tuple[int, Call], ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """A call of a name the file reaches (``gpu_ids(rank, 2)``): what it passes, against the callee's signature."""
+
+    line: int
+    ref: Ref
+    call: Call
 
 
 @dataclass
@@ -63,6 +77,7 @@ class FileScan:
     sites: list[Site] = field(default_factory=list)
     classes: list[TreeClass] = field(default_factory=list)
     exports: dict[str, list[Ref]] = field(default_factory=dict)
+    calls: list[CallSite] = field(default_factory=list)
 
 
 def _short(node: ast.AST | None, lines: list[str], limit: int = 60) -> str:
@@ -115,9 +130,11 @@ class _Walker:
                     if isinstance(target, ast.Attribute):
                         for ref in refs(target.value, scope):
                             self.site("patch", node, ref.child(target.attr), "deletes it")
-            if self.calls:
-                for call in _calls(node):
+            for call in _calls(node):
+                if self.calls:
                     self.call(call, scope, id(node) in looping)
+                for ref in refs(call.func, scope):
+                    self.scan.calls.append(CallSite(call.lineno, ref, call_of(call)))
 
     def _over_modules(self, node: ast.AST, scope: Scope) -> bool:
         if not isinstance(node, (ast.For, ast.AsyncFor)):
@@ -141,7 +158,12 @@ class _Walker:
             if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
         }
         bases = [refs(b, parent) for b in node.bases]
-        self.scan.classes.append(TreeClass(self.path, self.module, qualname, node.lineno, bases, local, methods))
+        defs = [m for m in _class_statements(node.body) if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        sigs = {m.name: of(m.args) for m in defs}
+        supers = {m.name: _super_calls(m) for m in defs}
+        self.scan.classes.append(
+            TreeClass(self.path, self.module, qualname, node.lineno, bases, local, methods, sigs, supers)
+        )
         scope = Scope(parent, "class")
         self.fill(scope, node.body)
         self.visit(node.body, scope, f"{qualname}.")
@@ -256,6 +278,23 @@ def _calls(node: ast.AST) -> Iterator[ast.Call]:
                 for inner in ast.walk(part):
                     if isinstance(inner, ast.Call):
                         yield inner
+
+
+def _super_calls(method: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[tuple[int, Call], ...]:
+    """``super().<method's name>(...)`` calls in the method's own body (nested defs' included: a closure's too)."""
+    out = []
+    for node in ast.walk(method):
+        func = node.func if isinstance(node, ast.Call) else None
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(func, ast.Attribute)
+            and func.attr == method.name
+            and isinstance(func.value, ast.Call)
+            and isinstance(func.value.func, ast.Name)
+            and func.value.func.id == "super"
+        ):
+            out.append((node.lineno, call_of(node)))
+    return tuple(sorted(out, key=lambda item: item[0]))
 
 
 def _is_monkeypatch(node: ast.AST) -> bool:

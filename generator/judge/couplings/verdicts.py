@@ -1,0 +1,199 @@
+"""A verdict per coupling: the bump breaks it (``breaks``), changes what it relies on (``review``), or neither.
+
+The rules are data (``RULES``, listed in docs/impact.md): the first that applies to a coupling gives its
+verdict, and the rule's name and words are its ``why``. ``breaks`` is what fails, or silently stops
+working, when the code runs; ``review`` is behaviour the tree relies on that changed; ``info`` the rest.
+Signatures are judged by ``signatures``: a check that passes against release A's and fails against B's.
+This module is pure: it reads the judged couplings, the two resolvers and the tree's classes and calls.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from generator.judge.couplings import changes, signatures
+from generator.judge.couplings.changes import Change
+from generator.judge.couplings.signatures import Signature
+from generator.judge.couplings.upstream import Definition, Resolver
+
+BREAKS, REVIEW, INFO = "breaks", "review", "info"
+VERDICTS = (BREAKS, REVIEW, INFO)  # the order reports use
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    verdict: str
+    when: str  # what the docs say of it
+
+
+RULES = (
+    Rule("gone", BREAKS, "the tree reaches the name by a path gone at B (removed, or moved without a re-export)"),
+    Rule(
+        "patch-lands-elsewhere",
+        BREAKS,
+        "a patch of a module's name that moved: it rebinds the old module's name, callers use the new one's",
+    ),
+    Rule("copy-of-removed", BREAKS, "a copy of a function B no longer has"),
+    Rule("override-gone", BREAKS, "an override of a method B's base no longer has"),
+    Rule(
+        "override-signature", BREAKS, "an override that refuses a call B's callers make of the base, which it took at A"
+    ),
+    Rule("super-call", BREAKS, "an override whose super() call B's base refuses, which A's took"),
+    Rule(
+        "patch-signature",
+        BREAKS,
+        "a patch written for A's signature that B's callers call in a way A's refuses (not a test's mock.patch)",
+    ),
+    Rule("call-refused", BREAKS, "a call of a vLLM function or class with arguments B's signature refuses, A's took"),
+    Rule("copy-changed", REVIEW, "a copy whose upstream function changed (overlap: the statements both changed)"),
+    Rule("override-added", REVIEW, "a method B's base starts defining: the tree's method overrides it from B on"),
+    Rule(
+        "patched-changed",
+        REVIEW,
+        "a patched or overridden definition that changed (its body, value or signature, compatibly)",
+    ),
+    Rule("init-changed", REVIEW, "a class the tree subclasses whose __init__ changed"),
+    Rule("moved-reexported", INFO, "moved, still reached by the tree's path through a re-export"),
+    Rule("redundant", INFO, "a copy equal to B's function: the copy can go"),
+    Rule("declared", INFO, "a registry entry: documentation (the code that patches is judged on its own)"),
+    Rule("unresolved", INFO, "not named statically, or nothing at A nor at B (listed with why)"),
+    Rule("other", INFO, "the rest: unchanged, added, or an import whose changes the tree does not rely on"),
+)
+BY_NAME = {r.name: r for r in RULES}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str
+    rule: str
+    reason: str  # the rule's words for this coupling
+
+
+@dataclass(frozen=True)
+class Method:
+    """An override's own signature and its ``super()`` calls, as the tree's class writes them."""
+
+    signature: Signature
+    super_calls: tuple[tuple[int, signatures.Call], ...]
+
+
+def _given(rule: str, reason: str = "") -> Verdict:
+    found = BY_NAME[rule]
+    return Verdict(found.verdict, rule, reason or found.when)
+
+
+def signature_of(definition: Definition | None) -> Signature | None:
+    """A function's signature as its callers see it (a method's first parameter bound; a class: its ``__init__``)."""
+    node = definition.node if definition is not None else None
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    sig = signatures.of(node.args)
+    decorators = {d.id for d in node.decorator_list if isinstance(d, ast.Name)}
+    method = definition is not None and "." in definition.qualname and "<locals>" not in definition.qualname
+    return sig.bound() if method and "staticmethod" not in decorators else sig
+
+
+def callee_signature(resolver: Resolver, definition: Definition | None) -> Signature | None:
+    """What a call of ``definition`` binds to: a function's signature, a class's ``__init__`` (None: not known)."""
+    if definition is not None and definition.kind == "class":
+        init = resolver.defines(definition.name, "__init__")
+        return signature_of(init) if init is not None else None
+    return signature_of(definition)
+
+
+def judge(
+    kind: str,
+    status: str,
+    upstream: str,
+    change: Change | None,
+    a: Resolver,
+    b: Resolver,
+    *,
+    method: Method | None = None,
+    subclassed: bool = False,
+    refused_calls: Sequence[str] = (),
+    mocked: bool = False,
+) -> Verdict:
+    """The verdict of one coupling (``kind`` at ``status``) on ``upstream``, whose change from A to B is ``change``."""
+    if kind == "declared":
+        return _given("declared")
+    if status == changes.UNRESOLVED or change is None:
+        return _given("unresolved")
+    if status == changes.REDUNDANT:
+        return _given("redundant")
+    old, new = change.old, change.new
+    at_b = f"at {b.label}"
+    if status == changes.REMOVED:
+        rule = {"copy": "copy-of-removed", "override": "override-gone"}.get(kind, "gone")
+        return _given(rule)
+    if status == changes.MOVED and kind != "copy":
+        if not isinstance(b.resolve(upstream), Definition):
+            return _given(
+                "gone", f"{upstream} is gone {at_b}, now {change.moved_to}: the tree's path does not reach it"
+            )
+        parent = b.resolve(upstream.rpartition(".")[0])
+        if kind == "patch" and isinstance(parent, Definition) and parent.kind == "module":
+            return _given(
+                "patch-lands-elsewhere",
+                f"rebinds {upstream} while {b.label}'s callers use {change.moved_to}: the patch installs nothing",
+            )
+    if kind == "copy":
+        return _given("copy-changed") if status in (changes.CHANGED, changes.MOVED) else _given("other")
+    old_sig, new_sig = signature_of(old), signature_of(new)
+    if kind == "override":
+        if status == changes.ADDED:
+            return _given("override-added")
+        if method is not None and old_sig is not None and new_sig is not None:
+            own = method.signature.bound()
+            if (reason := signatures.receiver_refuses(own, old_sig, new_sig)) is not None:
+                return _given(
+                    "override-signature", f"B's callers call the base as {_shown(new)}: the override {reason}"
+                )
+            for line, call in method.super_calls:
+                if (reason := signatures.newly_refused(call, old_sig, new_sig)) is not None:
+                    return _given("super-call", f"super() call at line {line}: {b.label}'s base {reason}")
+        if status in (changes.CHANGED, changes.MOVED):
+            return _given("patched-changed", "the overridden method changed")
+        return _given("other")
+    if kind == "patch":
+        if (
+            not mocked  # a test's mock.patch puts a MagicMock there: it takes any call
+            and old_sig is not None
+            and new_sig is not None
+            and (reason := signatures.receiver_refuses(old_sig, old_sig, new_sig))
+        ):
+            return _given(
+                "patch-signature", f"{b.label}'s callers call it in a way {a.label}'s signature refuses: {reason}"
+            )
+        if status in (changes.CHANGED, changes.MOVED):
+            return _given("patched-changed", "the patched definition changed")
+        return _given("other")
+    # An import: what the tree does with the name decides.
+    if refused_calls:
+        return _given("call-refused", refused_calls[0])
+    if subclassed and old is not None and new is not None and old.kind == new.kind == "class":
+        init_a, init_b = a.defines(old.name, "__init__"), b.defines(new.name, "__init__")
+        if init_a is not None and init_b is not None and changes.parts_of(init_a, init_b, a, b)[0]:
+            return _given("init-changed", f"{init_b.name} changed: the tree's subclass runs it")
+    if status == changes.MOVED:
+        return _given("moved-reexported")
+    return _given("other")
+
+
+def refused_call(call: signatures.Call, line: int, name: str, a: Resolver, b: Resolver) -> str | None:
+    """Why B refuses the tree's call (at ``line``) of the vLLM name ``name`` when A took it (None: no such change)."""
+    old, new = a.resolve(name), b.resolve(name)
+    if not isinstance(old, Definition) or not isinstance(new, Definition):
+        return None
+    old_callee, new_callee = callee_signature(a, old), callee_signature(b, new)
+    if old_callee is None or new_callee is None or old_callee == new_callee:
+        return None
+    reason = signatures.newly_refused(call, old_callee, new_callee)
+    return None if reason is None else f"the call of {name} at line {line}: {b.label}'s {new.name} {reason}"
+
+
+def _shown(definition: Definition | None) -> str:
+    return definition.name if definition is not None else "it"
