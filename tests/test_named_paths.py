@@ -55,6 +55,11 @@ def named_paths(text: str) -> set[str]:
     return found
 
 
+def _pattern(named: str) -> bool:
+    capitals = set(re.findall(r"(?<![A-Za-z])[A-Z][A-Z_]+(?![a-z])", named)) - {"README"}
+    return any(c in named for c in "*<>{}") or bool(capitals)
+
+
 def _missing() -> dict[str, list[str]]:
     missing: dict[str, list[str]] = {}
     for name in _tracked():
@@ -63,8 +68,9 @@ def _missing() -> dict[str, list[str]]:
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
         for named in sorted(named_paths(text)):
-            # A glob or a placeholder (``data/deltas/<family>.in.py``) names a pattern, not a file.
-            if any(c in named for c in "*<>{}") or named in WRITTEN or (REPO_ROOT / named).exists():
+            # A glob or a placeholder (``data/deltas/<family>.in.py``, ``suite-vllm-ascend-VERSION.json``)
+            # names a pattern, not a file.
+            if _pattern(named) or named in WRITTEN or (REPO_ROOT / named).exists():
                 continue
             missing.setdefault(named, []).append(name)
     return missing
@@ -84,6 +90,7 @@ def test_every_named_repository_path_exists() -> None:
         ("vllm/v1/core/sched/scheduler.py at the tag", set()),
         ("tests/generator/test_deltas.py holds it", {"tests/generator/test_deltas.py"}),
         ("vLLM's tests/v1/core/test_scheduler.py", set()),
+        ("written to benchmarks/results/suite-TREE-VERSION.json", {"benchmarks/results/suite-TREE-VERSION.json"}),
         ("in vllm_ascend/core/recompute_scheduler.py", set()),
     ],
 )
@@ -95,3 +102,11 @@ def test_a_stale_path_is_found() -> None:
     # The checker itself must be able to fail: a path that does not exist is reported.
     assert not (REPO_ROOT / "generator/deltas.py").exists()
     assert "generator/deltas.py" in named_paths("re-anchor it in generator/deltas.py")
+
+
+@pytest.mark.parametrize(
+    ("named", "pattern"),
+    [("benchmarks/results/suite-vllm-ascend-VERSION.json", True), ("docs/<page>.md", True), ("e2e/README.md", False)],
+)
+def test_a_placeholder_names_a_pattern_a_readme_does_not(named: str, pattern: bool) -> None:
+    assert _pattern(named) is pattern
