@@ -42,7 +42,7 @@ import client
 import run
 from client import CAP, Stream
 from deployment import Deployment, NodeSetting
-from faults import outcome
+from fault_scenarios.outcomes import outcome
 from procs import Failed, check_alive, socket_report
 
 CONCURRENCY = 24  # 3x the DP group's 8 running slots: always waiting requests, the gate busy
