@@ -37,6 +37,7 @@ import tempfile
 import time
 from importlib import metadata
 
+import checks
 import run
 from client import CAP
 from deployment import Deployment
@@ -55,7 +56,7 @@ class Faults:
         self.env = dict(env, VLLM_SERVER_DEV_MODE="1")
         self.model = model
         self.vllm_version = vllm_version
-        self.checker = run.Runner(work, env, vllm_version)  # make e2e's own checks of the engine cores
+        self.checker = checks.Checks(vllm_version)  # make e2e's own checks of the engine cores
         self.ledger = Ledger()
         self.lines: list[str] = []
         self.failed: list[str] = []
@@ -154,7 +155,7 @@ class Faults:
         self.checker.summary.clear()
         admitted = {k: p["admitted_count"] for k, p in sorted(probe.items())}
         self.say(
-            f"  engine cores: {', '.join(run.short(p['engine_core_class']) for p in probe.values())}; admitted "
+            f"  engine cores: {', '.join(checks.short(p['engine_core_class']) for p in probe.values())}; admitted "
             f"{admitted}, frozen steps {frozen(probe)}, none admitted while the leader was at its cap; "
             f"{sockets.seen} inet sockets, all on 127.0.0.1"
         )

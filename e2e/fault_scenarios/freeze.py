@@ -8,10 +8,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import checks
 import client
-import run
 from client import CAP, Stream
 from deployment import Deployment
+
 from fault_scenarios.outcomes import Ledger, Result, expect_all, outcome, run_scenario, tally
 from fault_scenarios.plan import LENGTHS, Run
 from fault_scenarios.watch import frozen, held, held_now, wait_probe
@@ -68,7 +69,7 @@ def freeze_check(
     finished (make e2e's criterion) and rank 0 counted frozen steps. Balance off, ``control``: the
     balance-on criterion fails for all 4 (it has teeth); off, no frozen step ever."""
     first_long = min(longs, key=lambda s: s.last_token())
-    gate_open = first_long.token_times[-1 - run.FREEZE_SLACK_TOKENS]
+    gate_open = first_long.token_times[-1 - checks.FREEZE_SLACK_TOKENS]
     early = [s.id for s in shorts if s.token_times and s.first_token() <= gate_open]
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     text = f"shorts early {len(early)}/{CAP}, frozen steps {' '.join(f'{k}+{v}' for k, v in delta.items())}"
