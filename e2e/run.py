@@ -26,7 +26,6 @@ import asyncio
 import dataclasses
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -39,6 +38,7 @@ import aiohttp
 import client
 import server_log
 import topologies
+from checks import Checks
 from procs import (
     Failed,
     Tree,
@@ -69,22 +69,7 @@ RUNS = [
     ("external LB", "external LB", True),
     ("Ray", "Ray", True),
 ]
-FREEZE_SLACK_TOKENS = 3  # see check_freeze
 REFUSAL = "balance scheduling is enabled but vLLM runs its DP engine core only for"
-REQUEST_TAG = re.compile(r"e2e-(?:long|short|load)-\d+")
-
-
-def short(qualname: str) -> str:
-    return qualname.rsplit(".", 1)[-1]
-
-
-def is_balance_engine(qualname: str, expected: str) -> bool:
-    return qualname.startswith("vllm_ascend.") and qualname.endswith(f".{expected}")
-
-
-def is_balance_scheduler(mro: list[str]) -> bool:
-    """A scheduler class of the runtime (whichever upstream scheduler it extends)."""
-    return any(c.startswith("vllm_ascend.") for c in mro)
 
 
 def read_probe(probe_dir: str) -> dict[str, Any]:
@@ -94,16 +79,6 @@ def read_probe(probe_dir: str) -> dict[str, Any]:
             with open(os.path.join(probe_dir, name)) as f:
                 out[name[: -len(".json")]] = json.load(f)
     return out
-
-
-def admitted_on(probe: dict[str, Any]) -> dict[str, set[int]]:
-    """Client request id -> the DP ranks whose scheduler admitted it (vLLM's id embeds X-Request-Id)."""
-    where: dict[str, set[int]] = {}
-    for p in probe.values():
-        for rid in p["admitted"]:
-            if m := REQUEST_TAG.search(rid):
-                where.setdefault(m[0], set()).add(p["dp_rank"])
-    return where
 
 
 def dump(path: str, streams: list[client.Stream]) -> None:
@@ -141,8 +116,7 @@ class Runner:
         self.work = work
         self.env = env
         self.vllm_version = vllm_version
-        self.summary: list[str] = []
-        self.shims: set[str] = set()
+        self.checks = Checks(vllm_version)
         self.passed = 0
 
     # -- one topology ------------------------------------------------------------------------
@@ -226,18 +200,18 @@ class Runner:
         )
 
         api = ", ".join(f"{node} {n}" for node, n in api_servers.items())
-        self.summary.append(
+        self.checks.summary.append(
             f'topology "{name}", balance {"on" if balance else "off"}: {topo.description} (API servers: {api}); '
             f"ready {ready_s:.0f} s, shutdown {stop_s:.1f} s, no process left, wall {wall:.0f} s; "
             f"{sockets.seen} inet sockets, every connection 127.0.0.1 to 127.0.0.1{wildcard}"
             + (f"; Ray head on 127.0.0.1:{topo.ray_head_port}, stopped with it" if head else "")
         )
-        problems = self.check_engine_cores(topo, probe, balance)
-        problems += self.check_logs(topo, trees, probe, balance)
-        problems += self.check_routing(probe, load is not None)
-        problems += self.check_freeze(freeze, probe_freeze, balance)
+        problems = self.checks.check_engine_cores(topo, probe, balance)
+        problems += self.checks.check_logs(topo, trees, probe, balance)
+        problems += self.checks.check_routing(probe, load is not None)
+        problems += self.checks.check_freeze(freeze, probe_freeze, balance)
         if load is not None:
-            problems += self.check_load(load, probe_freeze, probe)
+            problems += self.checks.check_load(load, probe_freeze, probe)
         if problems:
             raise Failed(f"{what}: " + "; ".join(problems), trees[0].log_path)
         self.passed += 1
@@ -251,161 +225,6 @@ class Runner:
             raise Failed(f"{what}: no result after {SCENARIO_TIMEOUT_S:.0f} s (hang?)", trees[0].log_path) from None
         except aiohttp.ClientError as e:
             raise Failed(f"{what}: HTTP client error: {type(e).__name__}: {e}", trees[0].log_path) from None
-
-    # -- checks: each returns the problems it found ----------------------------------------------
-    def check_engine_cores(self, topo: topologies.Topology, probe: dict[str, Any], balance: bool) -> list[str]:
-        if sorted(probe) != ["rank0", "rank1"]:
-            return [
-                f"probe files for DP ranks 0 and 1 expected, got {sorted(probe)} (plugin not loaded in engine cores?)"
-            ]
-        problems = []
-        for rank, p in sorted(probe.items()):
-            self.shims.update(p["cpu_shims"])
-            node = topo.node_of_rank(p["dp_rank"])
-            self.summary.append(
-                f"  {rank} ({node.name}): {short(p['engine_core_class'])} + {short(p['scheduler_class'])} "
-                f"(balance_enabled={p['balance_enabled']}, cap {p['max_num_running_reqs']})"
-            )
-            if balance:
-                if not is_balance_engine(p["engine_core_class"], topo.balance_engine):
-                    problems.append(f"{rank}: engine core is {p['engine_core_class']}, expected {topo.balance_engine}")
-                if not is_balance_scheduler(p["scheduler_mro"]) or p["balance_enabled"] is not True:
-                    problems.append(
-                        f"{rank}: scheduler {p['scheduler_class']} (balance_enabled={p['balance_enabled']}) "
-                        "is not a balance scheduler with balance on"
-                    )
-                if not p["gathered"]:
-                    problems.append(f"{rank}: no gather ever reached the scheduler (no leader count at schedule())")
-                if p["admitted_while_leader_at_cap"]:
-                    problems.append(
-                        f"{rank}: admitted {p['admitted_while_leader_at_cap'][:4]} while the leader's gathered count "
-                        "was at the cap: the freeze did not hold"
-                    )
-            else:
-                if p["engine_core_class"] != topo.upstream_engine:
-                    problems.append(
-                        f"{rank}: engine core is {p['engine_core_class']}, expected upstream {topo.upstream_engine}"
-                    )
-                if p["balance_enabled"] or p["gathered"] or p["frozen_steps"]:
-                    state = {k: p[k] for k in ("balance_enabled", "gathered", "frozen_steps")}
-                    problems.append(f"{rank}: balance state with balance off: {state}")
-        return problems
-
-    def check_logs(
-        self, topo: topologies.Topology, trees: list[Tree], probe: dict[str, Any], balance: bool
-    ) -> list[str]:
-        """Balance on: each node's own output has its ranks' start-up line, in vLLM's format."""
-        problems = []
-        for node, tree in zip(topo.nodes, trees, strict=True):
-            found, stray = server_log.startup_lines(tree.log_text())
-            if stray:
-                problems.append(f"{node.name}: start-up line not in vLLM's format: {stray[0]!r}")
-            if not balance:
-                if found:
-                    problems.append(f"{node.name}: balance start-up line with balance off: {found[min(found)].line!r}")
-                continue
-            for rank in node.ranks:
-                line = found.get(rank)
-                if line is None:
-                    problems.append(
-                        f"{node.name}: no 'balance scheduling active on DP rank {rank}: ...' line in its output "
-                        "at vLLM's default log level"
-                    )
-                    continue
-                # A rank without a probe file is check_engine_cores' finding; the line is still checked.
-                seen = probe.get(f"rank{rank}")
-                expected = short(seen["scheduler_class"]) if seen else line.scheduler
-                if line.engine != topo.balance_engine or line.scheduler != expected:
-                    problems.append(f"{node.name}: start-up line names other classes than the probe saw: {line.line!r}")
-                if not server_log.path_matches(line.path, self.vllm_version):
-                    problems.append(
-                        f"{node.name}: start-up line names neither the seam nor a copy generated from vLLM "
-                        f"v{self.vllm_version}: {line.line!r}"
-                    )
-                self.summary.append(f"  log, {node.name}: {line.line.split('] ', 1)[1]}")
-            if extra := sorted(set(found) - set(node.ranks)):
-                problems.append(f"{node.name}: start-up lines for DP ranks it does not run: {extra}")
-        return problems
-
-    def check_routing(self, probe: dict[str, Any], with_load: bool) -> list[str]:
-        """Every client request was admitted exactly on the rank it was pinned to (or on some rank)."""
-        where = admitted_on(probe)
-        expected: dict[str, int | None] = {f"e2e-long-{i}": 1 for i in range(client.CAP)}
-        expected.update({f"e2e-short-{i}": 0 for i in range(client.CAP)})
-        if with_load:
-            expected.update({rid: rank for rid, _, _, rank in client.load_specs()})
-        problems = []
-        for rid, rank in expected.items():
-            ranks = where.get(rid, set())
-            if not ranks or len(ranks) > 1 or (rank is not None and ranks != {rank}):
-                want = f"rank {rank}" if rank is not None else "one rank"
-                problems.append(f"{rid}: admitted on ranks {sorted(ranks)}, expected {want}")
-        if problems:
-            return [f"requests not where the client sent them ({len(problems)}): {problems[:4]}"]
-        return []
-
-    def check_freeze(self, freeze: dict[str, Any], probe: dict[str, Any], balance: bool) -> list[str]:
-        longs, shorts = freeze["longs"], freeze["shorts"]
-        first_long = min(longs, key=lambda s: s.last_token())
-        # The gate opens in the engine step after the first long request's last token; a short
-        # request's first token comes from that step at the earliest. The long's last tokens may
-        # still be in flight in another server process (or the other server) when it arrives, so
-        # the client compares with the long's token FREEZE_SLACK_TOKENS engine steps earlier. Without
-        # the gate the short ones start ~40 tokens earlier (the negative control shows it); the
-        # probe's admissions while the leader was at its cap are the exact check.
-        gate_open = first_long.token_times[-1 - FREEZE_SLACK_TOKENS]
-        early = [s.id for s in shorts if s.first_token() <= gate_open]
-        t_ref = min(s.sent for s in longs)
-        frozen = {rank: p["frozen_steps"] for rank, p in sorted(probe.items())}
-        self.summary.append(
-            "  freeze: 4 long on rank 1 (at cap), 4 short on rank 0 "
-            f"sent at {min(s.sent for s in shorts) - t_ref:.2f} s: "
-            f"first long done {first_long.last_token() - t_ref:.2f} s, "
-            f"first short token {min(s.first_token() for s in shorts) - t_ref:.2f} s, shorts early {len(early)}/4, "
-            f"frozen steps {' '.join(f'{r}={n}' for r, n in frozen.items())}, {freeze['wall_s']:.1f} s"
-        )
-        if balance:
-            problems = []
-            if early:
-                problems.append(
-                    f"freeze: short requests {early} on rank 0 streamed a token before the first long request on "
-                    "rank 1 (at its cap) finished: the gate did not hold"
-                )
-            if not frozen.get("rank0", 0) > 0:
-                problems.append(
-                    "freeze: rank 0 never saw its admission gate closed by rank 1 at its cap (frozen steps 0)"
-                )
-            return problems
-        # Balance off: upstream admits at once, the short requests are done before any long one.
-        shorts_first = all(s.last_token() < first_long.last_token() for s in shorts)
-        if len(early) != len(shorts) or not shorts_first:
-            return [
-                f"freeze (balance off): the balance-on check should fail for all 4 short requests, it did for "
-                f"{len(early)} (all finished first: {shorts_first}): the check has no teeth"
-            ]
-        self.summary.append(
-            "  negative control: the balance-on checks fail here as they must (4/4 short requests early, "
-            f"rank0 frozen steps {frozen.get('rank0', 0)})"
-        )
-        return []
-
-    def check_load(self, load: dict[str, Any], probe_before: dict[str, Any], probe: dict[str, Any]) -> list[str]:
-        streams = load["streams"]
-        where = admitted_on(probe)
-        per_rank = {r: sum(1 for s in streams if where.get(s.id) == {r}) for r in (0, 1)}
-        frozen = {
-            rank: p["frozen_steps"] - probe_before.get(rank, {}).get("frozen_steps", 0)
-            for rank, p in sorted(probe.items())
-        }
-        pinned = sum(1 for s in streams if s.rank is not None)
-        self.summary.append(
-            f"  load: {len(streams)} requests ({pinned} pinned), {sum(len(s.token_ids) for s in streams)} tokens, "
-            f"each exactly its max_tokens; admitted rank0={per_rank[0]} rank1={per_rank[1]}, frozen steps "
-            f"{' '.join(f'{r}={n}' for r, n in frozen.items())}, {load['wall_s']:.1f} s"
-        )
-        if len(streams) != client.LOAD_REQUESTS:
-            return [f"load: {len(streams)} requests completed, expected {client.LOAD_REQUESTS}"]
-        return []
 
     # -- the refusal -----------------------------------------------------------------------------
     def refusal(self, dense_model: str) -> None:
@@ -443,7 +262,7 @@ class Runner:
                 f"'{REFUSAL} ...' in vLLM's format in the server's output ({len(lines)} found)",
                 tree.log_path,
             )
-        self.summary.append(
+        self.checks.summary.append(
             f"refusal: balance on, dense Qwen3 (no experts), DP=2: start-up failed (exit {rc}) in {took:.0f} s, "
             f"no process left; log: {lines[0].split('] ', 1)[1]}"
         )
@@ -508,16 +327,16 @@ def main() -> int:
             timings.append(f"{key} {time.monotonic() - t:.0f} s")
     except Failed as e:
         print(header)
-        print("\n".join(runner.summary))
+        print("\n".join(runner.checks.summary))
         print(f"make e2e: FAILED: {e}")
         if e.log:
             print(f"--- last lines of {e.log}:\n{tail(e.log)}")
         print(f"work folder kept: {work}")
         print(f"e2e: {runner.passed} passed, 1 failed")
         return 1
-    shims = ", ".join(sorted(runner.shims)) or "none needed"
+    shims = ", ".join(sorted(runner.checks.shims)) or "none needed"
     print(f"{header}; test-only CPU shims: {shims}")
-    print("\n".join(runner.summary))
+    print("\n".join(runner.checks.summary))
     print(f"make e2e: total wall {time.monotonic() - t0:.0f} s ({', '.join(timings)})")
     print(f"e2e: {runner.passed} passed, 0 failed")
     if args.keep:

@@ -38,11 +38,12 @@ import time
 from importlib import metadata
 from typing import Any
 
+import checks
 import client
 import run
 from client import CAP, Stream
 from deployment import Deployment, NodeSetting
-from faults import outcome
+from fault_scenarios.outcomes import outcome
 from procs import Failed, check_alive, socket_report
 
 CONCURRENCY = 24  # 3x the DP group's 8 running slots: always waiting requests, the gate busy
@@ -221,7 +222,7 @@ def main() -> int:
             raise Failed(f"a request got no answer in {REQUEST_TIMEOUT_S:.0f} s (hang?)", d.trees[0].log_path) from None
         check_alive(d.trees, "during the soak")
         probe = d.probe()
-        checker = run.Runner(work, env, version)
+        checker = checks.Checks(version)
         problems = list(soak.problems)
         problems += checker.check_engine_cores(d.topo, probe, balance)
         sockets = socket_report(d.trees)

@@ -6,5 +6,11 @@ vLLM's own DP load-balancing score for routing, and arrivals in simulated wall t
 
     python -m balance_dev.value_sim --dp 8 --arrivals poisson --load 1.0 --balance on --json
 
-``model`` holds the simulator, ``sweep`` the standard sweep behind ``make value-sim``.
+``model`` holds the simulation (the lockstep loop, its metrics), over its parts: ``config`` (a run's
+settings), ``cost`` (the step-time model), ``workload`` (lengths, arrivals, traces), ``routing`` (vLLM's
+own client routing and the coordinator's publications), ``ranks`` (a real scheduler per rank and what the
+gate reads), ``collective`` (the gather's cost per step, fitted to ``make bench-net``). ``sweep`` runs the
+standard sweep behind ``make value-sim``: ``sweep_plan`` (what it runs, as data), ``sweep_report`` (the
+tables), ``sweep_plots``. Imports run ``sweep`` -> ``sweep_report`` -> ``sweep_plots`` -> ``sweep_plan``
+-> ``config``; ``model`` -> ``ranks`` -> ``config`` -> ``cost``, ``workload``, ``collective``.
 """

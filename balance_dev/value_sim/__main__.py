@@ -14,7 +14,10 @@ if __name__ == "__main__":  # the CLI's process only: importing this module (the
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # --json: stdout carries one object
 
 from balance_dev.value_sim.collective import DEFAULT_LINK_US, GATHERS
-from balance_dev.value_sim.model import ARRIVALS, BALANCE_MODES, ROUTINGS, CostModel, Lengths, SimConfig
+from balance_dev.value_sim.config import ARRIVALS, BALANCE_MODES, SimConfig
+from balance_dev.value_sim.cost import CostModel
+from balance_dev.value_sim.routing import ROUTINGS
+from balance_dev.value_sim.workload import Lengths
 
 
 def _parser() -> argparse.ArgumentParser:

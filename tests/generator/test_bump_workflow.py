@@ -45,7 +45,7 @@ SUMMARY = "### vLLM's own scheduler tests (stood in for)\n"
 
 def judge_stand_in(clean: bool) -> str:
     code = (
-        "import json, os, pathlib; from balance_dev.upstream_tests.harness import amend_plan; "
+        "import json, os, pathlib; from balance_dev.upstream_tests.report import amend_plan; "
         "p = pathlib.Path(os.environ['RUNNER_TEMP']) / 'plan.json'; "
         f"json.loads(p.read_text())['action'] == 'pull-request' and amend_plan(p, {SUMMARY!r}, clean={clean})"
     )

@@ -17,7 +17,9 @@ from unittest.mock import Mock
 import pytest
 
 from balance_dev.project_files import REPO_ROOT
-from balance_dev.upstream_tests import harness, hf_cache, overlay, plugin, record, sdist
+from balance_dev.upstream_tests import environment, hf_cache, overlay, plugin, record, report, sdist
+from balance_dev.upstream_tests.runs import RUNS, HarnessError, Result
+from balance_dev.upstream_tests.verdict import judge
 
 # A release's tests/ folder in miniature: one scheduler test file, what it imports, and what it does not.
 MEMBERS = {
@@ -237,8 +239,8 @@ def test_the_comparison_names_the_test_the_call_and_the_field() -> None:
     assert record.first_difference({"x": {"y": [1, 2]}}, {"x": {"y": [1, 3]}}) == "x.y[1]: 2 != 3"
 
 
-def _result(label: str, outcomes: dict[str, str], outputs: dict[str, list[Any]], **data: Any) -> harness.Result:
-    spec = next(r for r in harness.RUNS if r.label == label)
+def _result(label: str, outcomes: dict[str, str], outputs: dict[str, list[Any]], **data: Any) -> Result:
+    spec = next(r for r in RUNS if r.label == label)
     base = (
         "vllm.v1.core.sched.scheduler.Scheduler" if spec.mode == "upstream" else f"{plugin.__name__}.BalanceScheduler"
     )
@@ -250,14 +252,14 @@ def _result(label: str, outcomes: dict[str, str], outputs: dict[str, list[Any]],
         "chosen": "vllm_ascend.core.seam_balance_scheduler.SeamBalanceScheduler" if spec.seam else "gen.Balance",
         "scheduler_py": "/seam/scheduler.py" if spec.seam else None,
     }
-    return harness.Result(spec, {"outcomes": outcomes, "outputs": outputs, **(defaults | data)})
+    return Result(spec, {"outcomes": outcomes, "outputs": outputs, **(defaults | data)})
 
 
 ADMITS = [{"scheduled_new_reqs": [{"req_id": "0"}]}, {"scheduled_new_reqs": []}]
 PASS = {"t::a": "passed", "t::b": "passed"}
 
 
-def _clean_runs() -> list[harness.Result]:
+def _clean_runs() -> list[Result]:
     return [
         _result("upstream", PASS, {"t::a": ADMITS, "t::b": []}),
         _result("gate-open", PASS, {"t::a": ADMITS, "t::b": []}),
@@ -267,7 +269,7 @@ def _clean_runs() -> list[harness.Result]:
 
 
 def test_runs_that_match_upstream_and_a_control_that_breaks_are_clean() -> None:
-    verdict = harness.judge(_clean_runs(), "v9.9.9")
+    verdict = judge(_clean_runs(), "v9.9.9")
     assert verdict == {"upstream": [], "gate-open": [], "gate-closed": [], "seam-open": []}
 
 
@@ -310,7 +312,7 @@ def test_each_kind_of_difference_makes_its_run_not_clean(label: str, change: dic
     runs = _clean_runs()
     run = next(r for r in runs if r.spec.label == label)
     run.data |= change
-    verdict = harness.judge(runs, "v9.9.9")
+    verdict = judge(runs, "v9.9.9")
     if named is None:
         assert verdict[label] == [], verdict
         return
@@ -322,7 +324,7 @@ def test_each_kind_of_difference_makes_its_run_not_clean(label: str, change: dic
 def test_without_an_upstream_run_nothing_is_clean() -> None:
     runs = _clean_runs()
     runs[0].problem = "pytest exited 4 without test results"
-    verdict = harness.judge(runs, "v9.9.9")
+    verdict = judge(runs, "v9.9.9")
     assert verdict["upstream"] == ["pytest exited 4 without test results"]
     assert all(problems == ["no upstream run to compare with"] for k, problems in verdict.items() if k != "upstream")
 
@@ -336,27 +338,28 @@ def test_the_summary_goes_into_the_bump_plans_pull_request_body_before_the_diff(
     plan = tmp_path / "plan.json"
     body = "the bump\n\n### Upstream `Scheduler.schedule()` from v1 to v2\n\n```diff\n-a\n+b\n```"
     plan.write_text(json.dumps({"action": "pull-request", "pull_request": {"body": body, "title": "t"}}))
-    harness.amend_plan(plan, "### vLLM's own tests\n")
+    report.amend_plan(plan, "### vLLM's own tests\n")
     amended = json.loads(plan.read_text())["pull_request"]
     assert amended == {"body": body.replace("### Upstream", "### vLLM's own tests\n\n### Upstream"), "title": "t"}
     plan.write_text(json.dumps({"action": "pull-request", "pull_request": {"body": "no diff", "title": "t"}}))
-    harness.amend_plan(plan, "### tests\n")
+    report.amend_plan(plan, "### tests\n")
     assert json.loads(plan.read_text())["pull_request"]["body"] == "no diff\n\n### tests\n"
-    with pytest.raises(harness.HarnessError, match="over 65536"):
-        harness.amend_plan(plan, "x" * harness.PLAN_BODY_MAX)
+    with pytest.raises(HarnessError, match="over 65536"):
+        report.amend_plan(plan, "x" * report.PLAN_BODY_MAX)
     plan.write_text(json.dumps({"action": "issue", "issue": {"body": "x"}}))
-    with pytest.raises(harness.HarnessError, match=r"no pull_request\.body"):
-        harness.amend_plan(plan, "text")
+    with pytest.raises(HarnessError, match=r"no pull_request\.body"):
+        report.amend_plan(plan, "text")
 
 
 def test_torchvision_pairs_with_the_installed_torch() -> None:
-    assert harness.torchvision_for("2.13.0+cpu") == "torchvision==0.28.*"
-    with pytest.raises(harness.HarnessError, match="no known torchvision pairing"):
-        harness.torchvision_for("3.0.0")
+    assert environment.torchvision_for("2.13.0+cpu") == "torchvision==0.28.*"
+    with pytest.raises(HarnessError, match="no known torchvision pairing"):
+        environment.torchvision_for("3.0.0")
     assert [
-        r.name for r in harness.cpu_requirements({"requirements/cpu.txt": "torchvision; python_version > '3'\n"})
+        r.name for r in environment.cpu_requirements({"requirements/cpu.txt": "torchvision; python_version > '3'\n"})
     ] == ["torchvision"]
-    assert harness.cpu_requirements({"requirements/cpu.txt": "torchaudio; python_version < '3'\n-r common.txt\n"}) == []
+    unmet = {"requirements/cpu.txt": "torchaudio; python_version < '3'\n-r common.txt\n"}
+    assert environment.cpu_requirements(unmet) == []
 
 
 def test_the_gate_the_closed_control_holds_is_the_one_the_generated_module_compares() -> None:

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from balance_dev.value_sim import sweep
+from balance_dev.value_sim import sweep_report
 from balance_dev.value_sim.collective import GATHERS, MODELS, GatherModel, Line, fit, gather_step_ms
-from balance_dev.value_sim.model import CostModel, SimConfig, Simulation
+from balance_dev.value_sim.config import SimConfig
+from balance_dev.value_sim.cost import CostModel
+from balance_dev.value_sim.model import Simulation
 from tests.value_sim.test_simulation import SMALL
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "net_collective.json"
@@ -131,6 +133,6 @@ def test_a_config_refuses_an_unknown_gather() -> None:
 
 
 def test_break_even_is_where_the_gain_crosses_zero() -> None:
-    assert sweep.break_even_us([(0.0, 10.0), (50.0, 8.0), (200.0, 4.0), (1000.0, -4.0)]) == pytest.approx(600.0)
-    assert sweep.break_even_us([(0.0, 10.0), (1000.0, 2.0)]) is None  # still ahead at the slowest link
-    assert sweep.break_even_us([(0.0, -1.0), (50.0, -2.0)]) == 0.0  # no gain to lose
+    assert sweep_report.break_even_us([(0.0, 10.0), (50.0, 8.0), (200.0, 4.0), (1000.0, -4.0)]) == pytest.approx(600.0)
+    assert sweep_report.break_even_us([(0.0, 10.0), (1000.0, 2.0)]) is None  # still ahead at the slowest link
+    assert sweep_report.break_even_us([(0.0, -1.0), (50.0, -2.0)]) == 0.0  # no gain to lose

@@ -10,19 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from balance_dev.value_sim.model import (
-    Coordinator,
-    CostModel,
-    Lengths,
-    RankLoad,
-    Router,
-    bursty_times,
-    deliver_gather,
-    engine_entry,
-    leader_count,
-    load_trace,
-    poisson_times,
-)
+from balance_dev.value_sim.cost import CostModel, RankLoad
+from balance_dev.value_sim.ranks import deliver_gather, leader_count
+from balance_dev.value_sim.routing import Coordinator, Router, engine_entry
+from balance_dev.value_sim.workload import Lengths, bursty_times, load_trace, poisson_times
 
 
 class _ScoreOracle:

@@ -10,9 +10,12 @@ from typing import Any
 import pytest
 
 from balance_dev.value_sim import __main__ as cli
-from balance_dev.value_sim import sweep
+from balance_dev.value_sim import sweep, sweep_plan, sweep_report
 from balance_dev.value_sim.collective import gather_step_ms
-from balance_dev.value_sim.model import CostModel, Lengths, SimConfig, Simulation, simulate
+from balance_dev.value_sim.config import SimConfig
+from balance_dev.value_sim.cost import CostModel
+from balance_dev.value_sim.model import Simulation, simulate
+from balance_dev.value_sim.workload import Lengths
 
 SMALL = SimConfig(
     dp=2,
@@ -148,17 +151,17 @@ def _fake(dp: int, load: float, balance: str, throughput: float, **extra: Any) -
 
 def test_the_report_renders_tables_and_plots(tmp_path: Path) -> None:
     results = []
-    for dp in sweep.DPS:
-        for load in sweep.LOADS:
-            for mode in sweep.HEADLINE_MODES:
+    for dp in sweep_plan.DPS:
+        for load in sweep_plan.LOADS:
+            for mode in sweep_plan.HEADLINE_MODES:
                 results.append(_fake(dp, load, mode, 100.0 * load * (1.1 if mode == "on" else 1.0)))
-            results.append(_fake(dp, load, "on", 100.0 * load * 1.05, gather=sweep.OLD_GATHER))
-    for dp in sweep.LINK_DPS:
-        if dp not in sweep.DPS:
+            results.append(_fake(dp, load, "on", 100.0 * load * 1.05, gather=sweep_plan.OLD_GATHER))
+    for dp in sweep_plan.LINK_DPS:
+        if dp not in sweep_plan.DPS:
             results.append(_fake(dp, 1.2, "off", 120.0))
-        for gather in sweep.LINK_GATHERS:
-            for link in sweep.LINK_US:
-                if link == 50.0 and dp in sweep.DPS:  # the headline holds both gathers at 50 us
+        for gather in sweep_plan.LINK_GATHERS:
+            for link in sweep_plan.LINK_US:
+                if link == 50.0 and dp in sweep_plan.DPS:  # the headline holds both gathers at 50 us
                     continue
                 if link == 50.0:
                     gain = 10.0 if gather == "group_max_tcp" else 5.0
@@ -170,7 +173,7 @@ def test_the_report_renders_tables_and_plots(tmp_path: Path) -> None:
     base = sweep._cfg_dict(SimConfig())
     cap = {"dp": 2, "capacity_req_s": 1.0, "throughput_tok_s": 10.0, "step_ms_mean": 40.0}
     data = {"base": base, "capacity": [{**cap, "prefill_step_fraction": 0.2, "wall_s": 1.0}], "results": results}
-    text = sweep.render({**data, "wall_s": 12.0, "jobs": 2}, tmp_path)
+    text = sweep_report.render({**data, "wall_s": 12.0, "jobs": 2}, tmp_path)
     assert "| 32 | 1 | on | 110 | +10.0% |" in text
     assert "| 32 | 1 | on, all_gather | 105 | +5.0% |" in text
     assert "| 8 | group_max_tcp | 1000 | 0.30 | 120 | +0.0% |" in text

@@ -1,0 +1,1 @@
+"""Patches vllm-ascend applies to vLLM, laid out as vllm-ascend lays them out (``patch/platform/``)."""

@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any
 
-from balance_e2e_probe.recorder import cap_of, qualname, rank_of
+from balance_e2e_probe.engine_facts import cap_of, qualname, rank_of
 
 # What each engine core counts: benchmarks/serve.py reads these keys back.
 COUNTS = (

@@ -30,17 +30,11 @@ import os
 import time
 from typing import Any
 
-_MARK = "_balance_e2e_probe"
-# full (make e2e, e2e-faults), lean (the soak), count (the serving benchmark), off (the CPU shims only).
-MODE = os.environ.get("BALANCE_E2E_PROBE_MODE") or (
-    "lean" if os.environ.get("BALANCE_E2E_PROBE_LEAN") == "1" else "full"
-)
-LEAN = MODE == "lean"
-GATE_INTERVALS_KEPT = 200 if LEAN else 20000
+from balance_e2e_probe.engine_facts import cap_of, qualname, rank_of
 
-
-def qualname(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
+# The gate intervals kept: every one of an e2e run; the soak (lean, ten minutes and more) the last ones only.
+GATE_INTERVALS_KEPT = 20000
+GATE_INTERVALS_KEPT_LEAN = 200
 
 
 def _leader_running(scheduler: Any) -> int | None:
@@ -49,20 +43,11 @@ def _leader_running(scheduler: Any) -> int | None:
     return None if leader is None else int(leader)
 
 
-def cap_of(scheduler: Any) -> int:
-    cap = getattr(scheduler, "max_num_active_reqs", None)
-    return int(cap if cap is not None else scheduler.max_num_running_reqs)
-
-
-def rank_of(engine: Any) -> int:
-    """The engine core's DP rank (``dp_rank`` where the engine core has one, else its config's)."""
-    rank = getattr(engine, "dp_rank", None)
-    return int(rank if rank is not None else engine.vllm_config.parallel_config.data_parallel_rank)
-
-
 class Recorder:
-    def __init__(self, engine: Any, out_dir: str, shims: list[str]) -> None:
+    def __init__(self, engine: Any, out_dir: str, shims: list[str], *, lean: bool = False) -> None:
         scheduler = engine.scheduler
+        self.lean = lean
+        self.gate_intervals_kept = GATE_INTERVALS_KEPT_LEAN if lean else GATE_INTERVALS_KEPT
         self.rank = rank_of(engine)
         self.path = os.path.join(out_dir, f"rank{self.rank}.json")
         self.state: dict[str, Any] = {
@@ -120,7 +105,7 @@ class Recorder:
         running_before, leader = before
         admitted = [r.request_id for r in scheduler.running if r.request_id not in running_before]
         self.state["admitted_count"] += len(admitted)
-        if not LEAN:
+        if not self.lean:
             self.state["admitted"].extend(admitted)
         if admitted and leader is not None and leader >= cap_of(scheduler):
             self.state["admitted_while_leader_at_cap"].extend(admitted)
@@ -132,7 +117,7 @@ class Recorder:
         if closed and is_open:
             self.state["gate_closings"] += 1
             intervals.append([time.time(), None])
-            del intervals[:-GATE_INTERVALS_KEPT]
+            del intervals[: -self.gate_intervals_kept]
         elif not closed and not is_open:
             intervals[-1][1] = time.time()
 
@@ -155,34 +140,3 @@ class Recorder:
         with open(tmp, "w") as f:
             json.dump(self.state, f)
         os.replace(tmp, self.path)
-
-
-def install(out_dir: str, shims: list[str]) -> None:
-    if MODE == "off":
-        return
-    from vllm.v1.engine.core import EngineCoreProc
-
-    original = EngineCoreProc._process_engine_step
-    if getattr(original, _MARK, False):
-        return
-    if MODE == "count":
-        from balance_e2e_probe.counter import Counter
-
-        def _process_engine_step(self: Any) -> Any:
-            if _MARK not in self.__dict__:
-                self.__dict__[_MARK] = Counter(self, out_dir, shims)
-            return original(self)
-
-        setattr(_process_engine_step, _MARK, True)
-        EngineCoreProc._process_engine_step = _process_engine_step  # type: ignore[method-assign]
-        return
-
-    def _process_engine_step(self: Any) -> Any:
-        if _MARK not in self.__dict__:
-            self.__dict__[_MARK] = Recorder(self, out_dir, shims)
-        out = original(self)
-        self.__dict__[_MARK].after_step(self.scheduler)
-        return out
-
-    setattr(_process_engine_step, _MARK, True)
-    EngineCoreProc._process_engine_step = _process_engine_step  # type: ignore[method-assign]

@@ -1,0 +1,1 @@
+"""Platform-level patches: ``patch_balance_schedule`` installs balance scheduling into vLLM on import."""
