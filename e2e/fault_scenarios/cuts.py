@@ -9,6 +9,7 @@ import time
 import client
 from client import Stream
 from deployment import Deployment
+
 from fault_scenarios.outcomes import Ledger, Result, expect_all, outcome, run_scenario, tally
 from fault_scenarios.plan import SCENARIO_TIMEOUT_S, Run, specs64
 from fault_scenarios.watch import gate_closed_now, held, in_closed_gate, wait_probe

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import client
 from client import CAP, Stream
 from deployment import Deployment
+
 from fault_scenarios.outcomes import Ledger, Result, Stop, outcome
 from fault_scenarios.plan import Run, specs64
 from fault_scenarios.watch import leftovers, wait_probe

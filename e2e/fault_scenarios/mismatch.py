@@ -13,10 +13,11 @@ from typing import Any
 import client
 import server_log
 from deployment import Deployment, http
+from procs import session_pids
+
 from fault_scenarios.outcomes import Result
 from fault_scenarios.plan import START_TIMEOUT_S, Run
 from fault_scenarios.watch import leftovers
-from procs import session_pids
 
 MISMATCH_BOUND_S = 90.0  # deliverable 1: the whole deployment gone this long after the DP group formed
 MISMATCH = "balance scheduling differs across the DP group"

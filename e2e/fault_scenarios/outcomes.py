@@ -16,6 +16,7 @@ import aiohttp
 import client
 from client import Stream
 from deployment import Deployment
+
 from fault_scenarios.plan import SCENARIO_TIMEOUT_S, Run
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import client
 from client import CAP, Stream
 from deployment import Deployment
+
 from fault_scenarios.freeze import freeze_check, freeze_streams
 from fault_scenarios.outcomes import Ledger, Result, Step, expect_all, outcome, run_scenario, tally, tokens_between
 from fault_scenarios.plan import HTTP_TIMEOUT_S, LENGTHS, PAUSE_GRACE_S, PAUSE_HOLD_S, Run, specs64

@@ -9,6 +9,7 @@ from typing import Any
 
 import client
 from deployment import Deployment
+
 from fault_scenarios.plan import GATE_SLACK_S
 
 
