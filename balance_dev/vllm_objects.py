@@ -137,6 +137,9 @@ def make_request(request_id: str, prompt_len: int, max_tokens: int, *, first_tok
     )
 
 
+_HAS_ROW_INDEX = "req_id_to_index" in {f.name for f in dataclasses.fields(ModelRunnerOutput)}
+
+
 def fake_model_output(out: SchedulerOutput, scheduler: Any, *, token: int = 100) -> ModelRunnerOutput:
     """One sampled token for each request that finished its prompt this step (what a model would do)."""
     req_ids = list(out.num_scheduled_tokens)
@@ -145,9 +148,9 @@ def fake_model_output(out: SchedulerOutput, scheduler: Any, *, token: int = 100)
         [token] if scheduler.requests[r].num_computed_tokens >= scheduler.requests[r].num_prompt_tokens else []
         for r in req_ids
     ]
-    return ModelRunnerOutput(
-        req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)}, sampled_token_ids=sampled
-    )
+    # Up to 0.33 the output also maps each id to its row; 0.34 dropped the field (rows are req_ids' order).
+    rows = {"req_id_to_index": {r: i for i, r in enumerate(req_ids)}} if _HAS_ROW_INDEX else {}
+    return ModelRunnerOutput(req_ids=req_ids, sampled_token_ids=sampled, **rows)
 
 
 def summarize(out: Any) -> dict[str, Any]:
