@@ -39,13 +39,30 @@ SEAM_METHOD = "_should_stop_admitting_waiting"
 
 
 def _conditions(tree: ast.AST) -> list[ast.expr]:
-    """``if <c>: break`` tests and ``return <c>`` values: where a cap check can stand."""
+    """Where a cap check can stand: ``if <c>: break`` tests, ``return <c>`` values, and the parts of a mode
+    flag ``<flag> = <c> or ...`` that admission is guarded by (``if not <flag>:``, 0.34's ``loads_only``)."""
     found: list[ast.expr] = []
+    guards = {
+        node.test.operand.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If)
+        and isinstance(node.test, ast.UnaryOp)
+        and isinstance(node.test.op, ast.Not)
+        and isinstance(node.test.operand, ast.Name)
+    }
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and [type(s) for s in node.body] == [ast.Break]:
             found.append(node.test)
         elif isinstance(node, ast.Return) and node.value is not None:
             found.append(node.value)
+        elif (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id in guards
+        ):
+            value = node.value
+            found += value.values if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or) else [value]
     return found
 
 

@@ -173,7 +173,8 @@ def summarize(out: Any) -> dict[str, Any]:
 
 def bare_dp_engine(engine_cls: type, group: Any, scheduler: Any) -> Any:
     """A DP engine core without model executor: the state upstream's ``__init__`` gives the busy loop's
-    sync (step counter, wave, pause protocol) and, from 0.32 on, the sync interval from the config."""
+    sync (step counter, wave, pause protocol), from 0.32 on the sync interval from the config, and from
+    0.34 on whether fault tolerance is on."""
     engine: Any = object.__new__(engine_cls)
     engine.step_counter, engine.current_wave = 0, 0
     engine.pending_pause, engine.ignore_start_dp_wave, engine.engines_running = False, False, False
@@ -182,4 +183,8 @@ def bare_dp_engine(engine_cls: type, group: Any, scheduler: Any) -> Any:
     interval = getattr(scheduler.vllm_config.parallel_config, "dp_sync_interval", None)
     if interval is not None:
         engine.dp_sync_interval = interval
+    # 0.34's sync reads whether fault tolerance is on (its __init__ takes it from the parallel config).
+    engine.enable_fault_tolerance = bool(
+        getattr(scheduler.vllm_config.parallel_config, "enable_fault_tolerance", False)
+    )
     return engine
