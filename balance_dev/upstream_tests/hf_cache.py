@@ -65,6 +65,14 @@ class Model:
     processor: Processor | None = None
 
 
+# Qwen's byte-level vocabulary (151,643 entries) with its special tokens after it, at their published ids.
+_QWEN_VOCABULARY = Vocabulary(
+    151643,
+    {},
+    {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "unk_token": "<|endoftext|>"},
+    added=("<|endoftext|>", "<|im_start|>", "<|im_end|>"),
+)
+
 # The models vLLM's scheduler tests name, as published (class defaults + these fields).
 MODELS: dict[str, Model] = {
     "facebook/opt-125m": Model(
@@ -119,6 +127,43 @@ MODELS: dict[str, Model] = {
             {"size": {"shortest_edge": 336}, "crop_size": {"height": 336, "width": 336}},
             {"patch_size": 14, "vision_feature_select_strategy": "default", "num_additional_image_tokens": 1},
         ),
+    ),
+    # From v0.34.0: the mamba checkpoint tests build a Qwen3 model config (Qwen3Config's defaults are an
+    # 8B's; these are the 0.6B's published sizes), the streaming lookahead test a Qwen3-Next one with MTP.
+    "Qwen/Qwen3-0.6B": Model(
+        "Qwen3Config",
+        {
+            "architectures": ["Qwen3ForCausalLM"],
+            "hidden_size": 1024,
+            "intermediate_size": 3072,
+            "num_hidden_layers": 28,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "max_position_embeddings": 40960,
+            "max_window_layers": 28,
+            "rope_theta": 1000000,
+            "tie_word_embeddings": True,
+            "torch_dtype": "bfloat16",
+            "bos_token_id": 151643,
+            "eos_token_id": 151645,
+        },
+        _QWEN_VOCABULARY,
+    ),
+    "Qwen/Qwen3-Next-80B-A3B-Instruct": Model(
+        "Qwen3NextConfig",
+        {
+            "architectures": ["Qwen3NextForCausalLM"],
+            "intermediate_size": 5120,
+            "max_position_embeddings": 262144,
+            "rope_theta": 10000000,
+            "mtp_num_hidden_layers": 1,
+            "mtp_use_dedicated_embeddings": False,
+            "torch_dtype": "bfloat16",
+            "bos_token_id": 151643,
+            "eos_token_id": 151645,
+        },
+        _QWEN_VOCABULARY,
     ),
 }
 
