@@ -146,3 +146,13 @@ def test_a_signature_over_several_lines_is_replaced_whole() -> None:
     theirs = base.replace("    budget,\n):", "    budget: int,\n    *,\n    strict: bool = False,\n) -> int:")
     want = theirs.replace("return len(batch)", "return len(batch) - 1")
     assert _merged(base, ours, theirs) == want
+
+
+def test_a_monkeypatch_assignment_to_a_moved_path_is_left_and_reported() -> None:
+    from generator.tree.adapt.names import rewrite
+
+    text = "import vllm.a\n\nvllm.a.Name = mine  # plugin\nvllm.a.Name.run()\n"
+    new, rewrites, left = rewrite(text, {"vllm.a.Name": ("vllm.b", "Name")})
+    assert new == "import vllm.a\nimport vllm.b\n\nvllm.a.Name = mine  # plugin\nvllm.b.Name.run()\n"
+    assert [(r.line, r.kind) for r in rewrites] == [(4, "attribute")]
+    assert [(x.line, x.name) for x in left] == [(3, "vllm.a.Name")]

@@ -79,6 +79,7 @@ class _Rewriter(cst.CSTTransformer):
         self.needed: dict[str, str] = {}  # module an attribute path now needs -> the module it replaced
         self._in_import = 0
         self._call_args = 0
+        self._assigned = 0
 
     def _line(self, node: cst.CSTNode) -> int:
         return int(self.get_metadata(PositionProvider, node).start.line)
@@ -149,6 +150,11 @@ class _Rewriter(cst.CSTTransformer):
         if target is None:
             return updated
         new_path, new_module = target
+        if self._assigned:
+            # A monkeypatch: the old module's callers may still look the name up there (``from`` imports),
+            # so where the patch must go at B is a person's call, not a rename.
+            self.left.append(Left(self._line(original), path, f"a patch assigns it; B defines it as {new_path}"))
+            return updated
         self.rewrites.append(Rewrite(self._line(original), "attribute", path, new_path))
         self.needed.setdefault(new_module, path)
         return _expr(new_path)
@@ -166,6 +172,14 @@ class _Rewriter(cst.CSTTransformer):
                 *(cst.SimpleStatementLine([s.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)]) for s in rest),
             ]
         )
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+        self._assigned += 1
+        return True
+
+    def leave_AssignTarget(self, original: cst.AssignTarget, updated: cst.AssignTarget) -> cst.AssignTarget:
+        self._assigned -= 1
+        return updated
 
     def visit_Arg(self, node: cst.Arg) -> bool:
         self._call_args += 1

@@ -10,6 +10,7 @@ changed on disk since.
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,9 +71,8 @@ def _signature(old: Definition | None, new: Definition | None) -> str:
         node = d.node if d is not None else None
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return "-"
-        shown = ast.FunctionDef(
-            name=node.name, args=node.args, body=[ast.Pass()], decorator_list=[], returns=node.returns
-        )
+        shown = copy.copy(node)  # the def line alone: no body, no decorators (shared node: not changed in place)
+        shown.body, shown.decorator_list = [ast.Pass()], []
         return ast.unparse(shown).splitlines()[0]
 
     return f"A: {line(old)}\nB: {line(new)}"
