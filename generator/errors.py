@@ -66,3 +66,7 @@ class EditDoesNotApply(PatchgenError):
 
 class TreeRefused(UsageError):
     """A consumer's tree cannot be worked on as asked: no pin, no copy where the spec says, an unknown form."""
+
+
+class SiteChanged(UsageError):
+    """A file ``adapt`` read changed on disk before it could write: nothing is written."""

@@ -31,6 +31,7 @@ COMMANDS = {
     "census": "generator.cli.judge:census_cmd",
     "couplings": "generator.cli.couplings:couplings",
     "impact": "generator.cli.couplings:impact",
+    "adapt": "generator.cli.adapt:adapt",
     "specs": "generator.cli.specs:specs",
 }
 

@@ -1,0 +1,90 @@
+"""The independent check of a merge: the result is base with both sides' changes, statement for statement.
+
+Nothing of the merge is reused: the four texts are parsed again with stdlib ``ast``, reduced to the
+flat statement sequence ``provenance`` compares (a compound statement by its header, with its
+depth), and each side's changes against base are found again (``difflib``). The *expected*
+sequence is base with every change of both sides applied; the result must be exactly it. So a
+result that passes holds every one of upstream's changes from A to B, none of the statements B
+removed, and every one of the copy's own edits, in their places. Where the two sides' changes
+touch the same statements at this flat level the check cannot say what the result should be,
+and refuses (the merge's result is then a conflict, never a write).
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from collections.abc import Sequence
+
+from generator.judge import provenance
+
+
+def _keys(text: str) -> tuple[int, ...] | None:
+    """The statement keys of the one function ``text`` holds, or None when it is not one parsing function."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    indented = first[:1] in (" ", "\t")
+    try:
+        module = ast.parse(("if True:\n" if indented else "") + text)
+    except (SyntaxError, ValueError):
+        return None
+    body = module.body
+    if indented:
+        if len(body) != 1 or not isinstance(body[0], ast.If):
+            return None
+        body = body[0].body
+    if len(body) != 1 or not isinstance(body[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    return provenance.reduce(body[0]).keys  # type: ignore[arg-type]
+
+
+def _changes(base: Sequence[int], side: Sequence[int]) -> list[tuple[int, int, tuple[int, ...]]]:
+    matcher = difflib.SequenceMatcher(None, base, side, autojunk=False)
+    return [(i1, i2, tuple(side[j1:j2])) for op, i1, i2, j1, j2 in matcher.get_opcodes() if op != "equal"]
+
+
+def expected(base: Sequence[int], ours: Sequence[int], theirs: Sequence[int]) -> tuple[int, ...] | str:
+    """Base with both sides' changes, or why the two sides cannot be combined at this level."""
+    mine, upstream = _changes(base, ours), _changes(base, theirs)
+    for a1, a2, a_new in mine:
+        for b1, b2, b_new in upstream:
+            if (a1, a2, a_new) == (b1, b2, b_new):
+                continue
+            pure_a, pure_b = a1 == a2, b1 == b2
+            clash = (
+                a1 == b1
+                if pure_a and pure_b
+                else (b1 < a1 < b2)
+                if pure_a
+                else (a1 < b1 < a2)
+                if pure_b
+                else (a1 < b2 and b1 < a2)
+            )
+            if clash:
+                return f"both sides change base statements {min(a1, b1) + 1}..{max(a2, b2)}"
+    changes = sorted(set(mine) | set(upstream), key=lambda c: (c[0], c[1] != c[0]))
+    out: list[int] = []
+    at = 0
+    for first, last, new in changes:
+        out += base[at:first]
+        out += new
+        at = max(at, last)
+    out += base[at:]
+    return tuple(out)
+
+
+def problems(base: str, ours: str, theirs: str, result: str) -> str:
+    """Empty when ``result`` is exactly base with ours' and theirs' changes; else the one-line reason."""
+    keys = [_keys(text) for text in (base, ours, theirs, result)]
+    names = ("upstream's function at A", "the copy", "upstream's function at B", "the merged copy")
+    for name, found in zip(names, keys, strict=True):
+        if found is None:
+            return f"{name} is not one function that parses"
+    b, o, t, r = (k for k in keys if k is not None)
+    want = expected(b, o, t)
+    if isinstance(want, str):
+        return want
+    if want != r:
+        diff = _changes(want, r)
+        first = diff[0][0] + 1 if diff else 0
+        return f"the merged copy is not base with both sides' changes (first difference at statement {first})"
+    return ""

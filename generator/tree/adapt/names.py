@@ -1,0 +1,259 @@
+"""Moved vLLM names rewritten in one file's text: imports, attribute paths and string targets.
+
+``moves`` maps the dotted path the tree uses at A (``vllm.a.Name``) to where B defines that
+definition (module, qualified name). Only these are touched, with libcst, so every other byte of
+the file (comments, layout, the aliases it gives) stays:
+
+- ``from vllm.a import Name as N`` becomes ``from vllm.b import Name as N`` (the alias kept; a
+  statement that also imports names that did not move is split: the moved ones get their own
+  statement, right after it, in the order they were written);
+- ``vllm.a.Name`` in code becomes ``vllm.b.Name``, and ``import vllm.b`` is added after the file's
+  ``import vllm.a`` when the file does not import it already;
+- a string argument of a call (``mock.patch("vllm.a.Name.method")``) has its path rewritten.
+
+A name that B defines inside a class (``Outer.Name``) cannot be imported with ``from``: such an
+import is left and reported, as is every name gone with no successor (the caller's list).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+# The dotted path at A -> (B's module, B's qualified name in it).
+Moves = Mapping[str, tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    line: int
+    kind: str  # import | attribute | string
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class Left:
+    line: int
+    name: str
+    why: str
+
+
+def _dotted(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        head = _dotted(node.value)
+        return None if head is None else f"{head}.{node.attr.value}"
+    return None
+
+
+def _expr(dotted: str) -> cst.BaseExpression:
+    return cst.parse_expression(dotted)
+
+
+def _target(path: str, moves: Moves) -> tuple[str, str] | None:
+    """``path`` itself moved, or a prefix of it did: the new dotted path and the new module."""
+    parts = path.split(".")
+    for cut in range(len(parts), 1, -1):
+        found = moves.get(".".join(parts[:cut]))
+        if found is not None:
+            module, qualname = found
+            return ".".join([module, qualname, *parts[cut:]]), module
+    return None
+
+
+class _Rewriter(cst.CSTTransformer):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, moves: Moves) -> None:
+        super().__init__()
+        self.moves = moves
+        self.rewrites: list[Rewrite] = []
+        self.left: list[Left] = []
+        self.imported: set[str] = set()  # modules the file imports with ``import``
+        self.needed: dict[str, str] = {}  # module an attribute path now needs -> the module it replaced
+        self._in_import = 0
+        self._call_args = 0
+        self._assigned = 0
+
+    def _line(self, node: cst.CSTNode) -> int:
+        return int(self.get_metadata(PositionProvider, node).start.line)
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        for alias in node.names:
+            name = _dotted(alias.name)
+            if name:
+                self.imported.add(name)
+        self._in_import += 1
+        return True
+
+    def leave_Import(self, original: cst.Import, updated: cst.Import) -> cst.Import:
+        self._in_import -= 1
+        return updated
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False  # rewritten whole in leave_ImportFrom; its names are not attribute paths
+
+    def leave_ImportFrom(
+        self, original: cst.ImportFrom, updated: cst.ImportFrom
+    ) -> cst.ImportFrom | cst.FlattenSentinel[cst.BaseSmallStatement]:
+        module = _dotted(updated.module) if updated.module is not None and not updated.relative else None
+        if module is None or isinstance(updated.names, cst.ImportStar):
+            return updated
+        line = self._line(original)
+        kept: list[cst.ImportAlias] = []
+        moved: dict[str, list[cst.ImportAlias]] = {}
+        for alias in updated.names:
+            name = _dotted(alias.name) or ""
+            target = self.moves.get(f"{module}.{name}")
+            if target is None:
+                kept.append(alias)
+                continue
+            new_module, qualname = target
+            if "." in qualname:
+                self.left.append(
+                    Left(line, f"{module}.{name}", f"B defines it inside a class: {new_module}.{qualname}")
+                )
+                kept.append(alias)
+                continue
+            renamed = alias.with_changes(name=cst.Name(qualname), comma=cst.MaybeSentinel.DEFAULT)
+            moved.setdefault(new_module, []).append(renamed)
+            self.rewrites.append(Rewrite(line, "import", f"{module}.{name}", f"{new_module}.{qualname}"))
+        if not moved:
+            return updated
+        if not kept and len(moved) == 1:
+            ((new_module, aliases),) = moved.items()
+            return updated.with_changes(module=_expr(new_module), names=_with_commas(updated.names, aliases))
+        statements: list[cst.BaseSmallStatement] = []
+        if kept:
+            statements.append(updated.with_changes(names=_with_commas(updated.names, kept)))
+        for new_module, aliases in moved.items():
+            statements.append(
+                cst.ImportFrom(module=_expr(new_module), names=[*_commas(aliases)])  # type: ignore[arg-type]
+            )
+        return cst.FlattenSentinel(statements)
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        if self._in_import:
+            return updated
+        path = _dotted(original)
+        if path is None or not path.startswith("vllm."):
+            return updated
+        # libcst leaves a chain inside out: ``vllm.a.Name`` is rewritten where it is whole, and the
+        # chain around it (``.method``) is kept as updated.
+        target = _target(path, self.moves) if path in self.moves else None
+        if target is None:
+            return updated
+        new_path, new_module = target
+        if self._assigned:
+            # A monkeypatch: the old module's callers may still look the name up there (``from`` imports),
+            # so where the patch must go at B is a person's call, not a rename.
+            self.left.append(Left(self._line(original), path, f"a patch assigns it; B defines it as {new_path}"))
+            return updated
+        self.rewrites.append(Rewrite(self._line(original), "attribute", path, new_path))
+        self.needed.setdefault(new_module, path)
+        return _expr(new_path)
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine | cst.FlattenSentinel[cst.SimpleStatementLine]:
+        """A split import gets a line per statement: the first keeps the line's comment and the lines above."""
+        if len(original.body) != 1 or len(updated.body) == 1:
+            return updated
+        first, *rest = updated.body
+        return cst.FlattenSentinel(
+            [
+                updated.with_changes(body=[first.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)]),
+                *(cst.SimpleStatementLine([s.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)]) for s in rest),
+            ]
+        )
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+        self._assigned += 1
+        return True
+
+    def leave_AssignTarget(self, original: cst.AssignTarget, updated: cst.AssignTarget) -> cst.AssignTarget:
+        self._assigned -= 1
+        return updated
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        self._call_args += 1
+        return True
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        self._call_args -= 1
+        return updated
+
+    def leave_SimpleString(self, original: cst.SimpleString, updated: cst.SimpleString) -> cst.SimpleString:
+        if not self._call_args:
+            return updated
+        value = original.evaluated_value
+        if not isinstance(value, str) or not value.startswith("vllm.") or original.prefix.lower() not in ("", "u"):
+            return updated
+        target = _target(value, self.moves)
+        if target is None:
+            return updated
+        quote = original.quote
+        if quote in value or "\\" in target[0]:
+            return updated
+        self.rewrites.append(Rewrite(self._line(original), "string", value, target[0]))
+        return updated.with_changes(value=f"{original.prefix}{quote}{target[0]}{quote}")
+
+
+def _commas(aliases: Sequence[cst.ImportAlias]) -> list[cst.ImportAlias]:
+    last = len(aliases) - 1
+    return [
+        a.with_changes(
+            comma=cst.MaybeSentinel.DEFAULT if i == last else cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        )
+        for i, a in enumerate(aliases)
+    ]
+
+
+def _with_commas(original: Sequence[cst.ImportAlias], aliases: Sequence[cst.ImportAlias]) -> list[cst.ImportAlias]:
+    """The aliases with the original statement's comma style (a parenthesized list keeps its trailing comma)."""
+    if len(aliases) == len(original):
+        return [a.with_changes(comma=o.comma) for a, o in zip(aliases, original, strict=True)]
+    return _commas(aliases)
+
+
+class _AddImports(cst.CSTTransformer):
+    """``import vllm.b`` after the first statement importing ``vllm.a`` it replaces."""
+
+    def __init__(self, needed: Mapping[str, str], imported: set[str]) -> None:
+        super().__init__()
+        self.wanted = {m: old for m, old in needed.items() if m not in imported}
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine | cst.FlattenSentinel[cst.SimpleStatementLine]:
+        imports = [s for s in updated.body if isinstance(s, cst.Import)]
+        names = {_dotted(a.name) for s in imports for a in s.names}
+        add = [m for m, old in self.wanted.items() if any(n and old.startswith(n + ".") for n in names)]
+        if not add:
+            return updated
+        for module in add:
+            del self.wanted[module]
+        lines = [cst.SimpleStatementLine([cst.Import([cst.ImportAlias(_expr(m))])]) for m in sorted(add)]  # type: ignore[arg-type]
+        return cst.FlattenSentinel([updated, *lines])
+
+
+def rewrite(text: str, moves: Moves) -> tuple[str, list[Rewrite], list[Left]]:
+    """``text`` with its moved names rewritten; the rewrites made and the names left, by line."""
+    if not moves or "vllm" not in text:
+        return text, [], []
+    module = cst.parse_module(text)
+    rewriter = _Rewriter(moves)
+    changed = MetadataWrapper(module).visit(rewriter)
+    if rewriter.needed:
+        changed = changed.visit(_AddImports(rewriter.needed, rewriter.imported))
+    new = changed.code
+    if new != text:
+        ast.parse(new)  # libcst writes only code it parsed; a failure here is a defect, not a write
+    rewrites = sorted(set(rewriter.rewrites), key=lambda r: (r.line, r.kind, r.old))
+    return new, rewrites, rewriter.left

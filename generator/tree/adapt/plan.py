@@ -1,0 +1,165 @@
+"""What ``adapt`` would write into a tree, from ``impact``'s judgement of it between A and B.
+
+The facts are impact's (``judge.couplings``): which names moved and where to, which copies'
+upstream functions changed, were removed, or equal B's. This module only turns them into new file
+texts (``copies`` first, then ``names``) and a list of what is left for a person. Nothing is
+written here: the plan holds each file's bytes as read, so the writer can refuse a file that
+changed on disk since.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from generator.judge.couplings import changes
+from generator.judge.couplings.impact import Coupling, Impact
+from generator.judge.couplings.upstream import Definition
+from generator.judge.resync import Conflict, Merged, Redundant
+from generator.sources.package import Package
+from generator.tree.adapt import names
+from generator.tree.adapt.copies import CopyJob, CopyOutcome, function_text, resync_file
+
+PARTS = ("names", "copies")
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """One thing ``adapt`` did not do, for a person: where, what, why, and upstream's diff when it helps."""
+
+    site: str
+    kind: str  # conflict | removed | redundant | signature | name | skipped
+    upstream: str
+    why: str
+    detail: str = ""
+
+
+@dataclass
+class Plan:
+    old: str
+    new: str
+    read: dict[Path, bytes] = field(default_factory=dict)  # each file to change, as it was read
+    write: dict[Path, bytes] = field(default_factory=dict)
+    renamed: list[tuple[str, names.Rewrite]] = field(default_factory=list)
+    merged: list[tuple[str, CopyOutcome]] = field(default_factory=list)
+    left: list[Leftover] = field(default_factory=list)
+    skipped: int = 0
+
+
+def _text(package: Package, definition: Definition | None) -> str | None:
+    if definition is None or not isinstance(definition.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    return function_text(package.lines(definition.path), definition.node)
+
+
+def _moves(impact: Impact) -> dict[str, tuple[str, str]]:
+    out: dict[str, tuple[str, str]] = {}
+    for coupling in impact.couplings:
+        if coupling.kind not in ("import", "patch") or coupling.status != changes.MOVED:
+            continue
+        new = impact.symbols[coupling.upstream].change.new
+        if new is not None and new.qualname:
+            out[coupling.upstream] = (new.module, new.qualname)
+    return out
+
+
+def _signature(old: Definition | None, new: Definition | None) -> str:
+    def line(d: Definition | None) -> str:
+        node = d.node if d is not None else None
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return "-"
+        shown = copy.copy(node)  # the def line alone: no body, no decorators (shared node: not changed in place)
+        shown.body, shown.decorator_list = [ast.Pass()], []
+        return ast.unparse(shown).splitlines()[0]
+
+    return f"A: {line(old)}\nB: {line(new)}"
+
+
+def build(impact: Impact, a: Package, b: Package, only: Collection[str] = PARTS) -> Plan:
+    """The plan for ``impact.root``'s tree: new texts for the files it changes, and what is left."""
+    plan = Plan(impact.old, impact.new)
+    plan.skipped = len(impact.skipped)
+    moves = _moves(impact) if "names" in only else {}
+    jobs: dict[str, list[CopyJob]] = {}
+    for c in impact.couplings:
+        change = impact.symbols[c.upstream].change if c.upstream in impact.symbols else None
+        if change is None:
+            continue
+        if c.kind == "copy" and "copies" in only:
+            _copy(plan, c, change, a, b, jobs)
+        elif c.kind in ("override", "patch") and "signature" in change.parts:
+            plan.left.append(
+                Leftover(c.site, "signature", c.upstream, "its signature changed", _signature(change.old, change.new))
+            )
+        elif c.kind in ("import", "patch") and c.status == changes.REMOVED and "names" in only:
+            plan.left.append(Leftover(c.site, "name", c.upstream, "gone at B, with no successor found"))
+    for path in sorted({c.path for c in impact.couplings if c.upstream in moves} | set(jobs)):
+        _file(plan, impact.root, path, jobs.get(path, []), moves)
+    return plan
+
+
+def _copy(
+    plan: Plan, c: Coupling, change: changes.Change, a: Package, b: Package, jobs: dict[str, list[CopyJob]]
+) -> None:
+    if c.status == changes.REDUNDANT:
+        where = change.new.name if change.new else c.upstream
+        plan.left.append(Leftover(c.site, "redundant", c.upstream, f"the copy is B's function: {where} can replace it"))
+        return
+    if c.status == changes.REMOVED:
+        plan.left.append(Leftover(c.site, "removed", c.upstream, "B has no such function", change.diff))
+        return
+    if c.status not in (changes.CHANGED, changes.MOVED):
+        return
+    base, theirs = _text(a, change.old), _text(b, change.new)
+    if base is None or theirs is None:
+        plan.left.append(Leftover(c.site, "conflict", c.upstream, "upstream's function cannot be read at A or B"))
+        return
+    jobs.setdefault(c.path, []).append(CopyJob(c.line, c.upstream, base, theirs))
+
+
+def _file(plan: Plan, root: Path, path: str, jobs: list[CopyJob], moves: dict[str, tuple[str, str]]) -> None:
+    where = root / path
+    try:
+        data = where.read_bytes()
+        text = data.decode("utf-8")
+        ast.parse(text)
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as exc:
+        plan.skipped += 1
+        plan.left.append(Leftover(path, "skipped", "", f"not read: {type(exc).__name__}"))
+        return
+    new, outcomes = resync_file(text, jobs) if jobs else (text, [])
+    for outcome in outcomes:
+        site = f"{path}:{outcome.line}"
+        result = outcome.result
+        if isinstance(result, Merged):
+            plan.merged.append((path, outcome))
+        elif isinstance(result, Conflict):
+            shown = "\n".join(
+                f"{label}:\n{body.rstrip()}"
+                for label, body in (("A", result.base), ("tree", result.ours), ("B", result.theirs))
+                if body
+            )
+            diff = next((j for j in jobs if j.line == outcome.line), None)
+            plan.left.append(Leftover(site, "conflict", outcome.upstream, result.reason, shown + _diff(diff)))
+        elif isinstance(result, Redundant):
+            plan.left.append(
+                Leftover(site, "redundant", outcome.upstream, "the copy is B's function: upstream's can replace it")
+            )
+    new, rewrites, left = names.rewrite(new, moves)
+    plan.renamed += [(path, r) for r in rewrites]
+    plan.left += [Leftover(f"{path}:{n.line}", "name", n.name, n.why) for n in left]
+    if new != text:
+        plan.read[where] = data
+        plan.write[where] = new.encode("utf-8")
+
+
+def _diff(job: CopyJob | None) -> str:
+    if job is None:
+        return ""
+    import difflib
+
+    lines = difflib.unified_diff(job.base.splitlines(keepends=True), job.theirs.splitlines(keepends=True), "A", "B")
+    return "\nupstream's diff:\n" + "".join(lines).rstrip()
