@@ -149,7 +149,7 @@ def fake_model_output(out: SchedulerOutput, scheduler: Any, *, token: int = 100)
         for r in req_ids
     ]
     # Up to 0.33 the output also maps each id to its row; 0.34 dropped the field (rows are req_ids' order).
-    rows = {"req_id_to_index": {r: i for i, r in enumerate(req_ids)}} if _HAS_ROW_INDEX else {}
+    rows: dict[str, Any] = {"req_id_to_index": {r: i for i, r in enumerate(req_ids)}} if _HAS_ROW_INDEX else {}
     return ModelRunnerOutput(req_ids=req_ids, sampled_token_ids=sampled, **rows)
 
 
