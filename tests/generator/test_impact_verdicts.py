@@ -413,3 +413,90 @@ def test_a_call_binds_exactly_when_python_binds_it(source: str) -> None:
         except TypeError:
             binds = False
         assert (signatures.refuses(call, sig) is None) == binds, (source, args, keywords)
+
+
+# A package with a module ``__getattr__`` and a submodule at A that B no longer has as a file: an import
+# statement imports the submodule itself (``from vllm.configs.sub import X``, ``import vllm.configs.sub``),
+# which no ``__getattr__`` serves, so at B it raises ModuleNotFoundError; ``from vllm.configs import X`` and
+# ``vllm.configs.sub.X`` as an attribute (a test's mock.patch) are the ``__getattr__``'s to serve.
+_LAZY = """
+    def __getattr__(name):
+        import importlib
+
+        return getattr(importlib.import_module(".impl", __name__), name)
+"""
+LAZY_A = {
+    "vllm/__init__.py": "",
+    "vllm/configs/__init__.py": _LAZY,
+    "vllm/configs/impl.py": "class Lazy:\n    pass\n",
+    "vllm/configs/sub.py": """
+        class SubConfig:
+            def __init__(self, depth):
+                self.depth = depth
+
+        def relocated(x):
+            y = x + 1
+            return y
+    """,
+    "vllm/configs/kept.py": "class KeptConfig:\n    pass\n",
+}
+LAZY_B = {
+    "vllm/__init__.py": "",
+    "vllm/configs/__init__.py": _LAZY,
+    "vllm/configs/impl.py": "class Lazy:\n    pass\n",
+    "vllm/configs/kept.py": "class KeptConfig:\n    pass\n",
+    "vllm/elsewhere.py": """
+        def relocated(x):
+            y = x + 1
+            return y
+    """,
+}
+LAZY_TREE = {
+    "pkg/__init__.py": "",
+    "pkg/configs.py": """
+        from vllm.configs.sub import SubConfig
+        from vllm.configs.sub import relocated
+        import vllm.configs.sub
+        from vllm.configs import Lazy
+        from vllm.configs.kept import KeptConfig
+        from vllm.configs.never import Nothing
+    """,
+    "tests/test_configs.py": """
+        from unittest import mock
+
+        def test_it():
+            with mock.patch("vllm.configs.sub.SubConfig"):
+                pass
+    """,
+}
+# (kind, file, upstream) -> (status, verdict, rule), read off what LAZY_A, LAZY_B and LAZY_TREE plant.
+LAZY_EXPECTED = {
+    ("import", "pkg/configs.py", "vllm.configs.sub.SubConfig"): ("removed", "breaks", "gone"),
+    ("import", "pkg/configs.py", "vllm.configs.sub.relocated"): ("moved", "breaks", "gone"),  # elsewhere.py
+    ("import", "pkg/configs.py", "vllm.configs.sub"): ("removed", "breaks", "gone"),
+    ("import", "pkg/configs.py", "vllm.configs.Lazy"): ("unresolved", "info", "unresolved"),  # __getattr__'s
+    ("import", "pkg/configs.py", "vllm.configs.kept.KeptConfig"): ("unchanged", "info", "other"),
+    ("import", "pkg/configs.py", "vllm.configs.never.Nothing"): ("unresolved", "info", "unresolved"),  # A nor B
+    ("patch", "tests/test_configs.py", "vllm.configs.sub.SubConfig"): ("unresolved", "info", "unresolved"),
+}
+
+
+def test_an_import_statement_needs_its_module_as_a_file(tmp_path: Path, local_index: dict[str, bytes]) -> None:
+    for version, files in (("2.0.0", LAZY_A), ("2.1.0", LAZY_B)):
+        root = _write(tmp_path / f"vllm-{version}", files)
+        local_index[wheel_name(version)] = wheel_of(version, {rel: (root / rel).read_bytes() for rel in files})
+    tree = _write(tmp_path / "plugin", LAZY_TREE)
+    args = ["impact", "--root", str(tree), "--from", "v2.0.0", "--to", "v2.1.0", "--format", "json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.stderr
+    found = json.loads(result.stdout)
+    jsonschema.validate(found, SCHEMA)
+    got = {(c["kind"], c["site"].rpartition(":")[0], c["upstream"]): c for c in found["couplings"]}
+    for key, (status, verdict, rule) in LAZY_EXPECTED.items():
+        assert key in got, key
+        assert (got[key]["status"], got[key]["verdict"], got[key]["rule"]) == (status, verdict, rule), got[key]
+    moved = got[("import", "pkg/configs.py", "vllm.configs.sub.relocated")]
+    assert "vllm.elsewhere.relocated" in moved["why"]
+    # The name's own record is the import statement's: gone at B, its module no file there.
+    symbol = found["symbols"]["vllm.configs.sub.SubConfig"]
+    assert symbol["status"] == "removed" and "no module vllm.configs.sub" in symbol["detail"]

@@ -53,6 +53,9 @@ class Coupling:
     verdict: str = ""  # breaks | review | info (verdicts.RULES)
     rule: str = ""  # the rule that gave the verdict
     reason: str = ""  # the rule's words for this coupling
+    # An import statement of vLLM's: the module it imports, which must be a file of the release (no package's
+    # ``__getattr__`` serves it); "" for any other coupling, and for an import through the tree's own modules.
+    imports: str = ""
 
     @property
     def site(self) -> str:
@@ -66,6 +69,14 @@ class Symbol:
     name: str
     change: Change
     commits: tuple[tuple[str, str], ...] | None = None  # (sha, subject), with a git source; None: not known
+    # Where the ways of reaching the name part (an import statement whose module is a file at one release only,
+    # against an attribute access a package's ``__getattr__`` serves): each other way's change, by the module
+    # its import statement imports ("" for the rest). ``change`` is the import statement's, then.
+    ways: tuple[tuple[str, Change], ...] = ()
+
+    def change_for(self, imports: str) -> Change:
+        """The change as a coupling that reaches the name this way sees it (``Coupling.imports``)."""
+        return next((c for m, c in self.ways if m == imports), self.change)
 
 
 @dataclass
@@ -123,7 +134,9 @@ def found(
                 if site.kind == "unresolved" and not ref.in_vllm:
                     break
                 kind = "import" if site.kind == "import" or "star import" in site.why else "patch"
-                out.append(Coupling(kind, scan.path, site.line, ref.path, site.detail, site.why))
+                written = site.kind == "import" and ref == site.ref  # not through the tree's own modules
+                imports = site.module if written and Ref(site.module).in_vllm else ""
+                out.append(Coupling(kind, scan.path, site.line, ref.path, site.detail, site.why, imports=imports))
     matches = matching.outermost([m for f in tree.functions if (m := matching.match(f, index)) is not None])
     label = index.source.files.label
     progress(f"{len(matches)} copies of vLLM {label}'s functions among {len(tree.functions)}")
@@ -190,29 +203,44 @@ def judge(
     """Each coupling with its status, and each vLLM name (as the tree reaches it) judged once.
 
     Names, not definitions, are the unit: two paths to one definition at A can part at B (one re-export
-    dropped, a subclass now defining the member its base did), and each says what became of it.
+    dropped, a subclass now defining the member its base did), and each says what became of it. An import
+    statement's module must be a file of the release: one that is at A and is not at B is gone there
+    (``Resolver.imported``), though a package's ``__getattr__`` may serve the same name as an attribute.
     """
     mover = Mover(b)
-    by_upstream: dict[str, Change] = {}
     symbols: dict[str, Symbol] = {}
     history: dict[tuple[str | None, str | None], tuple[tuple[str, str], ...] | None] = {}
-    for upstream in dict.fromkeys(c.upstream for c in couplings if not c.why):
-        change = changes.judge(upstream, a.resolve(upstream), b.resolve(upstream), a, b, mover)
-        by_upstream[upstream] = change
+    ways: dict[str, dict[str, None]] = {}  # a name -> the ways couplings reach it (Coupling.imports)
+    for c in couplings:
+        if not c.why:
+            ways.setdefault(c.upstream, {})[c.imports] = None
+    for upstream, used in ways.items():
+        plain = changes.judge(upstream, a.resolve(upstream), b.resolve(upstream), a, b, mover)
+        seen: dict[str, Change] = {}
+        for module in used:
+            missing = (a.missing(module), b.missing(module)) if module else (None, None)
+            if (missing[0] is None) == (missing[1] is None):  # a file at both, or at neither (absent as today)
+                seen[module] = plain
+            else:
+                seen[module] = changes.judge(
+                    upstream, a.imported(upstream, module), b.imported(upstream, module), a, b, mover
+                )
+        change = next((c for c in seen.values() if c is not plain), plain)
         found_commits = None
         if commits is not None and change.status != changes.UNCHANGED:
             key = (change.old.name if change.old else None, change.new.name if change.new else None)
             if key not in history:
                 history[key] = commits(change)
             found_commits = history[key]
-        symbols[upstream] = Symbol(upstream, change, found_commits)
+        others = tuple((m, c) for m, c in seen.items() if c is not change)
+        symbols[upstream] = Symbol(upstream, change, found_commits, others)
     judged = []
     copies = {(f.path, f.line): f for f in tree.functions}
     for coupling in couplings:
         if coupling.why:
             judged.append(replace(coupling, status=changes.UNRESOLVED))
             continue
-        change = by_upstream[coupling.upstream]
+        change = symbols[coupling.upstream].change_for(coupling.imports)
         definition = change.old or change.new
         named = replace(coupling, status=change.status, name=definition.name if definition else coupling.upstream)
         if coupling.kind == "copy":
@@ -292,13 +320,14 @@ def with_verdicts(
             c.kind,
             c.status,
             c.upstream,
-            None if c.why or symbol is None else symbol.change,
+            None if c.why or symbol is None else symbol.change_for(c.imports),
             a,
             b,
             method=methods.get((c.path, c.line)) if c.kind == "override" else None,
             subclassed=c.upstream in subclassed or c.name in subclassed,
             refused_calls=refused.get((c.path, c.upstream), []) if c.kind == "import" else (),
             mocked=c.detail in ("mock.patch", "mock.patch.object"),
+            imports=c.imports,
         )
         out.append(replace(c, verdict=found.verdict, rule=found.rule, reason=found.reason))
     return out

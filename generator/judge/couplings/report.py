@@ -26,7 +26,7 @@ def _describe(coupling: Coupling, impact: Impact) -> str:
     if coupling.why:
         return coupling.why
     symbol = impact.symbols.get(coupling.upstream)
-    change = symbol.change if symbol is not None else None
+    change = symbol.change_for(coupling.imports) if symbol is not None else None
     words = []
     if change is not None and change.parts:
         words.append(", ".join(change.parts))
@@ -243,9 +243,10 @@ def markdown(impact: Impact, *, limit: int = 60_000, heading: str = "###", suite
                 body.append(f"- **{status}** `{name}`" + (f": {said}" if said else ""))
                 shown = ", ".join(f"`{c.site}` ({c.kind})" for c in used[:8])
                 body.append(f"  - used at {shown}" + (f" and {len(used) - 8} more" if len(used) > 8 else ""))
-                if with_diffs and symbol is not None and symbol.change.diff:
+                diff = symbol.change_for(used[0].imports).diff if symbol is not None else ""
+                if with_diffs and diff:
                     body += ["  <details><summary>upstream's diff</summary>", "", "  ```diff"]
-                    body += [f"  {line}" for line in symbol.change.diff.splitlines()]
+                    body += [f"  {line}" for line in diff.splitlines()]
                     body += ["  ```", "  </details>"]
         text = "\n".join(body) + "\n"
         if len(text) <= limit:
@@ -275,7 +276,7 @@ def summary_json(impact: Impact, *, sites: int = 20) -> dict[str, Any]:
     out = []
     for name, verdict, status, used in _needs_reading(impact):
         symbol = impact.symbols.get(name)
-        change = symbol.change if symbol is not None else None
+        change = symbol.change_for(used[0].imports) if symbol is not None else None
         out.append(
             {
                 "name": name,

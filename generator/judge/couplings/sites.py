@@ -42,6 +42,9 @@ class Site:
     ref: Ref  # as the file names it; a name of the tree's own modules is followed later
     detail: str = ""
     why: str = ""  # unresolved: why it cannot be named
+    # An import: the module the statement imports (``import a.b`` -> ``a.b``, ``from a.b import X`` -> ``a.b``),
+    # which Python finds as a file (no package's ``__getattr__`` serves it), as the file names it.
+    module: str = ""
 
 
 @dataclass
@@ -105,8 +108,8 @@ class _Walker:
         self.scan = FileScan(path, self.module)
         self.top_classes: dict[str, str] = {}  # a top-level class's name -> qualname
 
-    def site(self, kind: str, node: ast.AST, ref: Ref, detail: str = "", why: str = "") -> None:
-        self.scan.sites.append(Site(kind, getattr(node, "lineno", 0), ref, detail, why))
+    def site(self, kind: str, node: ast.AST, ref: Ref, detail: str = "", why: str = "", module: str = "") -> None:
+        self.scan.sites.append(Site(kind, getattr(node, "lineno", 0), ref, detail, why, module))
 
     def fill(self, scope: Scope, body: Sequence[ast.stmt]) -> None:
         for node in scope_statements(body):
@@ -171,14 +174,14 @@ class _Walker:
     def imports(self, node: ast.Import | ast.ImportFrom, scope: Scope) -> None:
         if isinstance(node, ast.Import):
             for alias in node.names:
-                self.site("import", node, Ref(alias.name), "import")
+                self.site("import", node, Ref(alias.name), "import", module=alias.name)
             return
         base = absolute(self.module, self.is_package, node.level, node.module) if node.level else (node.module or "")
         for alias in node.names:
             if alias.name == "*":
                 self.site("unresolved", node, Ref(base), why="a star import: the names it binds are not written")
             else:
-                self.site("import", node, Ref(f"{base}.{alias.name}"), "from-import")
+                self.site("import", node, Ref(f"{base}.{alias.name}"), "from-import", module=base)
 
     def assigned(self, target: ast.AST, value: ast.AST | None, scope: Scope, node: ast.AST) -> None:
         what = f"assigns `{_short(value, self.lines)}`" if value is not None else "assigns"

@@ -6,7 +6,9 @@ of the package (``vllm/config/__init__.py``), then each name in that module's to
 definition it imports), then members of a class (its own body, then its vLLM bases in order, as
 its method resolution would find them). What is not found is *absent* (with what was looked for);
 what Python would only know at run time (a module ``__getattr__``, an attribute of a function or of
-a computed value, a name bound outside vLLM) is *unresolved*, with why.
+a computed value, a name bound outside vLLM) is *unresolved*, with why. An import statement's module
+(``from vllm.a.b import X`` imports ``vllm.a.b``) is no attribute: it must be a file of the release, or
+the name is absent there (``imported``), whatever a package's ``__getattr__`` serves.
 """
 
 from __future__ import annotations
@@ -128,6 +130,24 @@ class Resolver:
         if dotted not in self._cache:
             self._cache[dotted] = self._resolve(dotted, 0)
         return self._cache[dotted]
+
+    def imported(self, dotted: str, module: str) -> Resolution:
+        """``dotted`` as an import statement that imports ``module`` reaches it (``from module import X``)."""
+        return self.missing(module) or self.resolve(dotted)
+
+    def missing(self, module: str) -> NotFound | None:
+        """Why an import statement that imports ``module`` fails at this release (None: it finds the module).
+
+        The statement imports ``module`` and each package above it: each must be a file of the release
+        (a module or a package's ``__init__``). A package's ``__getattr__`` serves its attributes, never
+        a submodule an import statement imports, so a module the release has no file for is absent.
+        """
+        parts = module.split(".")
+        for i in range(1, len(parts) + 1):
+            prefix = ".".join(parts[:i])
+            if self.module(prefix) is None:
+                return NotFound(f"vLLM {self.label} has no module {prefix}: the import statement fails")
+        return None
 
     def _resolve(self, dotted: str, depth: int) -> Resolution:
         if depth > _DEPTH:

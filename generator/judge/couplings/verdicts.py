@@ -116,8 +116,12 @@ def judge(
     subclassed: bool = False,
     refused_calls: Sequence[str] = (),
     mocked: bool = False,
+    imports: str = "",
 ) -> Verdict:
-    """The verdict of one coupling (``kind`` at ``status``) on ``upstream``, whose change from A to B is ``change``."""
+    """The verdict of one coupling (``kind`` at ``status``) on ``upstream``, whose change from A to B is ``change``.
+
+    ``imports``: the module the coupling's import statement imports, which B must have as a file.
+    """
     if kind == "declared":
         return _given("declared")
     if status == changes.UNRESOLVED or change is None:
@@ -130,7 +134,7 @@ def judge(
         rule = {"copy": "copy-of-removed", "override": "override-gone"}.get(kind, "gone")
         return _given(rule)
     if status == changes.MOVED and kind != "copy":
-        if not isinstance(b.resolve(upstream), Definition):
+        if not isinstance(b.imported(upstream, imports) if imports else b.resolve(upstream), Definition):
             return _given(
                 "gone", f"{upstream} is gone {at_b}, now {change.moved_to}: the tree's path does not reach it"
             )
