@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from balance_dev.project_files import REPO_ROOT
@@ -102,6 +103,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except sdist.SdistError as exc:
             say(f"error: {exc}")
             return 4
+    # What the test processes' plugin had to answer for the platform (plugin.answer_triton_check) is the
+    # environment's, so it is said beside the set-up's notes.
+    answered = sorted({str(r.data["triton"]) for r in results if r.data.get("triton")})
+    setup = replace(setup, notes=(*setup.notes, *answered))
     verdict = judge(results, setup.tag)
     text = summary(setup, results, verdict)
     print(text, flush=True)

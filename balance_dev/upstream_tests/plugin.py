@@ -16,12 +16,16 @@ not written into the tree and this plugin takes its place. Loaded before any tes
 3. records every ``schedule()`` output (``record.serialize``) of every scheduler built (upstream's
    ``Scheduler.__init__`` is wrapped in place, so vLLM's own subclasses are recorded too) and the class that
    produced it, per test, and writes them as JSON to ``BALANCE_UPSTREAM_RECORD`` at the end of the session;
-4. provides the fixtures of their tests/conftest.py that these tests use (``caplog_vllm``), written here.
+4. provides the fixtures of their tests/conftest.py that these tests use (``caplog_vllm``), written here;
+5. where the CPU platform refuses to configure on x86 without Triton (vLLM 0.34.0 on: triton-cpu is a GitHub
+   release wheel, not on the package index) and no ``triton`` is importable, answers that one check: the
+   scheduler tests build configs, never a kernel (``answer_triton_check``; the record says so).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import inspect
 import json
 import logging
@@ -137,6 +141,38 @@ def closed_leader(scheduler: Any, chosen: Any) -> int:
     return cap + 1 if operator == ">" else cap
 
 
+def answer_triton_check(platform: Any = None) -> str | None:
+    """Let the CPU platform's configuration (``platform``: vLLM's ``CpuPlatform`` unless given) pass its Triton
+    check, where it has one and Triton is absent.
+
+    Only the check's own call sees Triton (``vllm.triton_utils.HAS_TRITON`` is True during the call and restored
+    after it): the modules imported before, and everything the tests run after, see the placeholders vLLM uses
+    without Triton. What was answered, for the record, or None where nothing needed it."""
+    if importlib.util.find_spec("triton") is not None:
+        return None
+    if platform is None:
+        from vllm.platforms.cpu import CpuPlatform as platform
+    check = platform.check_and_update_config
+    if getattr(check, "__balance_triton__", False) or "HAS_TRITON" not in inspect.getsource(check):
+        return None
+    import vllm.triton_utils as triton_utils
+
+    original = check.__func__
+
+    @functools.wraps(original)
+    def check_and_update_config(cls: Any, vllm_config: Any) -> None:
+        saved = triton_utils.HAS_TRITON
+        triton_utils.HAS_TRITON = True
+        try:
+            original(cls, vllm_config)
+        finally:
+            triton_utils.HAS_TRITON = saved
+
+    check_and_update_config.__balance_triton__ = True  # type: ignore[attr-defined]
+    platform.check_and_update_config = classmethod(check_and_update_config)
+    return f"{platform.__name__}.check_and_update_config's Triton check answered (no triton here; no kernel runs)"
+
+
 def install(selected: str) -> dict[str, Any]:
     """Substitute (or not) the scheduler classes for ``selected``; what was installed, for the record."""
     if path := os.environ.get(SCHEDULER_PY_ENV):
@@ -147,7 +183,7 @@ def install(selected: str) -> dict[str, Any]:
     import vllm.v1.core.sched.scheduler as scheduler_module
 
     record_every_scheduler(scheduler_module.Scheduler)
-    info: dict[str, Any] = {"mode": selected, "scheduler_py": path or None}
+    info: dict[str, Any] = {"mode": selected, "scheduler_py": path or None, "triton": answer_triton_check()}
     if selected == "upstream":
         info["classes"] = [class_name(scheduler_module.Scheduler), class_name(async_module.AsyncScheduler)]
         return info

@@ -417,3 +417,35 @@ def test_every_scheduler_built_records_its_outermost_schedule_and_counts_past_th
     name = f"{__name__}.{Subclass.__qualname__}"
     assert recorder.classes == {"t::x": [name]}
     assert recorder.lineage[name][:2] == [name, f"{__name__}.{Upstream.__qualname__}"]
+
+
+def test_only_the_cpu_platforms_triton_check_sees_triton() -> None:
+    """Where a CPU platform's configuration asks for Triton (vLLM 0.34.0's on x86) and none is importable, that
+    call sees Triton and nothing else does; a check that does not ask is left as vLLM wrote it."""
+    import vllm.triton_utils as triton_utils
+    from vllm.platforms.cpu import CpuPlatform
+
+    seen: list[bool] = []
+
+    class Asks(CpuPlatform):
+        @classmethod
+        def check_and_update_config(cls, vllm_config: Any) -> None:
+            from vllm.triton_utils import HAS_TRITON
+
+            seen.append(HAS_TRITON)
+
+    class DoesNotAsk(CpuPlatform):
+        @classmethod
+        def check_and_update_config(cls, vllm_config: Any) -> None:
+            seen.append(False)
+
+    untouched = DoesNotAsk.__dict__["check_and_update_config"]
+    assert plugin.answer_triton_check(DoesNotAsk) is None
+    assert DoesNotAsk.__dict__["check_and_update_config"] is untouched
+
+    assert triton_utils.HAS_TRITON is False  # this machine has no triton: the case the answer exists for
+    assert "Asks.check_and_update_config's Triton check answered" in (plugin.answer_triton_check(Asks) or "")
+    assert plugin.answer_triton_check(Asks) is None  # once: never a wrapper around the wrapper
+    Asks.check_and_update_config(None)
+    assert seen == [True]
+    assert triton_utils.HAS_TRITON is False
