@@ -2,7 +2,7 @@
 
     python -m balance_dev.suite [--version 0.30.0rc2] [--to v0.33.0] [--tests tests/ut] [--timeout 120]
                                 [--work build/suite] [--venvs .venv-suite] [--out FILE] [--no-coverage]
-                                [--reuse-runs] [--impact-json FILE]
+                                [--reuse-runs] [--impact-json FILE] [--amend-plan PLAN]
 
 1. vllm-ascend VERSION's sdist from the package index (cached, held to its sha256), extracted fresh once
    (`make downstream`'s tree: their files byte-identical, plus the _build_info.py their setup.py writes).
@@ -16,11 +16,12 @@
 
 WORK keeps the run at A (``at-from.*``: records, log, meta, coverage), one per B (``at-vB.*``) and
 ``impact-vB.json``; ``--reuse-runs`` judges again what WORK holds and makes only what it lacks (another
-B: that run alone). docs/suite.md has the figures.
+B: that run alone). ``--amend-plan PLAN``: the report's markdown goes into a ``bump --plan`` plan's pull
+request body, before upstream's diff (as `make upstream-tests` does). docs/suite.md has the figures.
 
-Exit codes: 0 the report is written; 2 usage; 3 the suite cannot be collected at A (one line naming the
-first collection error); 4 setup failed (the sdist, a venv: the package pip could not install is named);
-5 vLLM B has no wheel on the package index to run on CPU.
+Exit codes: 0 the report is written; 2 usage (also a plan that cannot take the report); 3 the suite cannot
+be collected at A (one line naming the first collection error); 4 setup failed (the sdist, a venv: the
+package pip could not install is named); 5 vLLM B has no wheel on the package index to run on CPU.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from balance_dev import downstream
+from balance_dev import downstream, plan_amend
 from balance_dev.downstream import REPO_ROOT, HarnessError, say
 from balance_dev.suite import attribute, outcomes, results, run, scopes, venvs
 from generator.errors import PatchgenError
@@ -61,6 +62,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="judge the runs (and impact JSON) WORK holds again, make only those it lacks",
     )
     parser.add_argument("--impact-json", type=Path, help="an impact --format json document to judge with")
+    parser.add_argument(
+        "--amend-plan", type=Path, help="put the report's markdown into this bump plan's pull request body"
+    )
     args = parser.parse_args(argv)
     if not re.fullmatch(r"[0-9][0-9a-z.]*", args.version) or not re.fullmatch(r"v?[0-9][0-9a-z.]*", args.to):
         parser.error("--version and --to take release versions (0.30.0rc2, v0.33.0)")
@@ -78,7 +82,16 @@ def absolute(path: Path) -> Path:
 
 def rerun_command(argv: Sequence[str]) -> str:
     """The command that makes the report from scratch (``--reuse-runs`` only re-judges what it made)."""
-    return shlex.join([".venv/bin/python", "-m", "balance_dev.suite", *(a for a in argv if a != "--reuse-runs")])
+    kept, skip = [], False
+    for arg in argv:
+        if skip or arg == "--reuse-runs" or arg.startswith("--amend-plan="):
+            skip = False
+            continue
+        if arg == "--amend-plan":
+            skip = True  # and its value: amending a plan is not part of making the report
+            continue
+        kept.append(arg)
+    return shlex.join([".venv/bin/python", "-m", "balance_dev.suite", *kept])
 
 
 def has_wheel(version: str, index_url: str | None = None) -> bool:
@@ -198,6 +211,12 @@ def suite(args: argparse.Namespace, command: str) -> int:
     for line in results.summary_lines(doc):
         print(line, flush=True)
     say(f"report: {args.out}")
+    if args.amend_plan is not None:
+        try:
+            plan_amend.amend(args.amend_plan, results.markdown(doc).replace(str(REPO_ROOT), "."))
+        except plan_amend.PlanAmendError as exc:
+            raise HarnessError(str(exc), 2) from exc
+        say(f"plan: {args.amend_plan} carries the suite's counts and failures by coupling")
     return 0
 
 

@@ -125,3 +125,63 @@ def summary_lines(doc: Mapping[str, object]) -> list[str]:
     assert isinstance(theirs, list)
     rows.append(f"  failing already at {doc['from']} (theirs): {len(theirs)}")
     return rows
+
+
+# Failure groups shown in a pull request's body; the report file has them all.
+MARKDOWN_GROUPS = 20
+
+
+def _cell(text: object, width: int = 200) -> str:
+    flat = " ".join(str(text).split()).replace("|", "\\|")
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
+
+
+def markdown(doc: Mapping[str, object], heading: str = "###") -> str:
+    """The report as a section of the bump's pull request: the counts at both releases, the bump's failures by
+    the strongest verdict of the couplings they hit, and the failures by coupling, most tests first."""
+    lines = [
+        f"{heading} The plugin's unit suite at {doc['from']} and {doc['to']}",
+        "",
+        f"{doc['tree']}'s own unit suite run at both releases, the tree unchanged (`make downstream-suite`; "
+        f"rerun: `{doc['command']}`).",
+        "",
+        "| release | collected | passed | failed | errors | skipped | seconds |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for key, label in (("at_from", doc["from"]), ("at_to", doc["to"])):
+        c = doc[key]
+        assert isinstance(c, dict)
+        lines.append(
+            f"| {label} | {c['collected']} | {c['passed']} | {c['failed']} | {c['errors']} | {c['skipped']} | "
+            f"{c['seconds']} |"
+        )
+    by_verdict = doc["by_verdict"]
+    assert isinstance(by_verdict, dict)
+    counted = ", ".join(f"{name} {by_verdict.get(name, 0)}" for name in CLASSES)
+    lines += [
+        "",
+        f"**{doc['bump_failures']} bump failures** (pass at {doc['from']}, fail or error at {doc['to']}); "
+        f"by the strongest verdict of the couplings they hit: {counted}.",
+    ]
+    if "breaks_executed_at_from" in doc:
+        lines.append(
+            f"Of {doc['breaks_couplings']} `breaks` couplings, {doc['breaks_executed_at_from']} have a site their "
+            f"tests execute at {doc['from']}; a failure at {doc['to']} hits {doc['breaks_executed_failing_at_to']}."
+        )
+    theirs = doc["theirs"]
+    assert isinstance(theirs, list)
+    lines.append(f"Failing at {doc['from']} already (the tree's own, not counted): {len(theirs)}.")
+    found = doc["failure_groups"]
+    assert isinstance(found, list)
+    if found:
+        lines += ["", "| tests | error | couplings hit |", "|---|---|---|"]
+        for group in found[:MARKDOWN_GROUPS]:
+            hits = "; ".join(
+                f"`{h['site']}` `{h['upstream']}` ({h['verdict'] or 'unjudged'}, {h['status']})"
+                for h in group["couplings"]
+            )
+            shown = _cell(hits or "none: the tool is blind", 600)
+            lines.append(f"| {group['tests']} | {_cell(group['error'])} | {shown} |")
+        if len(found) > MARKDOWN_GROUPS:
+            lines.append(f"\n... and {len(found) - MARKDOWN_GROUPS} more groups in the report file.")
+    return "\n".join(lines) + "\n"

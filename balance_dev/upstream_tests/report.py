@@ -7,10 +7,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from balance_dev import plan_amend
 from balance_dev.upstream_tests import sdist
 from balance_dev.upstream_tests.runs import CONTROL_TIMEOUT_S, HarnessError, Result, Setup
 from generator.pins import plan as plans
@@ -90,14 +90,9 @@ PLAN_BODY_MAX = plans.GITHUB_BODY_MAX
 
 
 def amend_plan(plan_path: Path, text: str, *, clean: bool = True) -> None:
-    """The bump plan judged by this run (``generator.pins.plan.judged``): clean, ``text`` goes into its pull
+    """The bump plan judged by this run (``balance_dev.plan_amend``): clean, ``text`` goes into its pull
     request's body before upstream's ``schedule()`` diff; not clean, the plan becomes an issue instead."""
-    plan = json.loads(plan_path.read_text(encoding="utf-8"))
-    pull = plan.get("pull_request")
-    if not isinstance(pull, dict) or not isinstance(pull.get("body"), str):
-        raise HarnessError(f"{plan_path} has no pull_request.body: is it a `bump --plan` plan for a pull request?", 2)
     try:
-        judged = plans.judged(plan, text, clean=clean)
-    except ValueError as exc:
+        plan_amend.amend(plan_path, text, clean=clean)
+    except plan_amend.PlanAmendError as exc:
         raise HarnessError(str(exc), 2) from exc
-    plan_path.write_text(json.dumps(judged, indent=2) + "\n", encoding="utf-8")
