@@ -50,14 +50,13 @@ import client  # noqa: E402
 import run as e2e_run  # noqa: E402
 from balance_e2e_probe.counter import COUNTS  # noqa: E402
 from deployment import Deployment, NodeSetting, read_probe  # noqa: E402
-from procs import Failed, check_alive, session_pids  # noqa: E402
+from procs import STOP_TIMEOUT_S, Failed, check_alive, session_pids  # noqa: E402
 
 from benchmarks.serve_report import Load, render  # noqa: E402
 
 START_TIMEOUT_S = 600.0
 LOAD_TIMEOUT_S = 600.0
 IDLE_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 90.0
 TICK = os.sysconf("SC_CLK_TCK")
 TOPOLOGY_KEYS = {"vllm serve": "internal LB", "headless": "headless"}
 

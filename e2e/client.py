@@ -210,7 +210,8 @@ async def freeze(route: Route, timeout: float) -> dict[str, Any]:
             for i in range(CAP)
         ]
         first_tokens = asyncio.gather(*(e.wait() for e in started))
-        done, _ = await asyncio.wait([first_tokens, *longs], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        waiting: list[asyncio.Future[Any]] = [first_tokens, *longs]
+        done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         for t in longs:
             if t in done and t.exception() is not None:
                 raise t.exception()  # type: ignore[misc]

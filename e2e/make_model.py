@@ -11,12 +11,14 @@ weights. About 1 MB each.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import torch
-from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
+from transformers import PreTrainedModel, Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
 VOCAB_SIZE = 512
-SHAPE = dict(
+# Any: the configs' keyword arguments are typed one by one, a shared dict of them is not.
+SHAPE: dict[str, Any] = dict(
     vocab_size=VOCAB_SIZE,
     hidden_size=64,
     intermediate_size=128,
@@ -34,6 +36,7 @@ SHAPE = dict(
 
 def write_model(out_dir: str, kind: str = "moe") -> None:
     torch.manual_seed(0)
+    model: PreTrainedModel
     if kind == "moe":
         model = Qwen3MoeForCausalLM(
             Qwen3MoeConfig(**SHAPE, moe_intermediate_size=64, num_experts=4, num_experts_per_tok=2)
@@ -42,7 +45,8 @@ def write_model(out_dir: str, kind: str = "moe") -> None:
         model = Qwen3ForCausalLM(Qwen3Config(**SHAPE))
     else:
         raise SystemExit(f"make_model.py: unknown kind {kind!r}: moe or dense")
-    model.to(torch.bfloat16).save_pretrained(out_dir)
+    # transformers types PreTrainedModel.to through a decorator whose stub drops the bound self.
+    model.to(torch.bfloat16).save_pretrained(out_dir)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

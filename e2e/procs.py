@@ -134,6 +134,10 @@ class Tree:
             self._log = None
 
 
+# SIGTERM to every session of a deployment being empty: every e2e script and the serving benchmark wait this long.
+STOP_TIMEOUT_S = 90.0
+
+
 def stop(trees: list[Tree], timeout: float) -> float:
     """Stop all trees at once (a deployment goes down together; one by one, the survivors log the
     loss of their DP peers first). Returns the seconds until every session was gone."""

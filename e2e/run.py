@@ -40,6 +40,7 @@ import server_log
 import topologies
 from checks import Checks
 from procs import (
+    STOP_TIMEOUT_S,
     Failed,
     Tree,
     check_alive,
@@ -57,7 +58,6 @@ ROOT = os.path.dirname(HERE)
 
 START_TIMEOUT_S = 600.0  # one topology's start, all trees: 40-90 s idle, 3+ min on 2 loaded cores
 SCENARIO_TIMEOUT_S = 240.0  # each scenario: seconds when it works
-STOP_TIMEOUT_S = 90.0  # SIGTERM to every session of a topology being empty
 REFUSAL_TIMEOUT_S = 420.0  # the dense model's start-up until it fails
 
 # (key for --only and the timings, topology or "refusal", balance): the order `make e2e` runs them in.

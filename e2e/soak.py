@@ -44,13 +44,12 @@ import run
 from client import CAP, Stream
 from deployment import Deployment, NodeSetting
 from fault_scenarios.outcomes import outcome
-from procs import Failed, check_alive, socket_report
+from procs import STOP_TIMEOUT_S, Failed, check_alive, socket_report
 
 CONCURRENCY = 24  # 3x the DP group's 8 running slots: always waiting requests, the gate busy
 CUT_SHARE = 0.25
 SAMPLE_S = 10.0
 START_TIMEOUT_S = 600.0
-STOP_TIMEOUT_S = 90.0
 REQUEST_TIMEOUT_S = 120.0  # one request: longer is a hang
 MIB = 1024 * 1024
 GROWTH_FLOOR = 16 * MIB

@@ -16,7 +16,7 @@ from fault_scenarios.watch import gate_closed_now, held, in_closed_gate, wait_pr
 
 
 def cut_streams(ledger: Ledger, r: Run, d: Deployment) -> Result:
-    specs = []
+    specs: list[tuple[str, int, int, int | None, int | None]] = []
     # The first 32 sent are cut, after 2..6 tokens (long enough to be mid-stream then): 32 more wait
     # behind them, so the leader sits at its cap while they stream. The last 32 must complete.
     for i, (_, n_prompt, max_tokens, rank) in enumerate(specs64()):

@@ -38,7 +38,8 @@ async def freeze_streams(
             for i in range(CAP)
         ]
         first_tokens = asyncio.ensure_future(asyncio.gather(*(e.wait() for e in started)))
-        done, _ = await asyncio.wait([first_tokens, *longs], return_when=asyncio.FIRST_COMPLETED)
+        waiting: list[asyncio.Future[Any]] = [first_tokens, *longs]
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         if first_tokens not in done:
             first_tokens.cancel()
             bad = next(t.result() for t in longs if t in done)

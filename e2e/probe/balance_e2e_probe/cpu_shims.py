@@ -87,7 +87,8 @@ def install() -> list[str]:
     silu = getattr(getattr(cpu_fused_moe, "MoEActivation", None), "SILU", None)
     entry = table.get(silu) if table is not None else None
     # Only an entry that builds the CustomOp per call (a lambda naming SiluAndMul) is the gap.
-    if entry is not None and "SiluAndMul" in getattr(getattr(entry, "__code__", None), "co_names", ()):
+    names = getattr(getattr(entry, "__code__", None), "co_names", ())
+    if table is not None and entry is not None and "SiluAndMul" in names:
         table[silu] = SiluAndMul.forward_native
         filled.append("MoE SiLU")
     return filled

@@ -28,23 +28,19 @@ def install(out_dir: str, shims: list[str]) -> None:
     original = EngineCoreProc._process_engine_step
     if getattr(original, _MARK, False):
         return
-    if MODE == "count":
 
-        def _process_engine_step(self: Any) -> Any:
-            if _MARK not in self.__dict__:
-                self.__dict__[_MARK] = Counter(self, out_dir, shims)
-            return original(self)
+    def count_step(self: Any) -> Any:
+        if _MARK not in self.__dict__:
+            self.__dict__[_MARK] = Counter(self, out_dir, shims)
+        return original(self)
 
-        setattr(_process_engine_step, _MARK, True)
-        EngineCoreProc._process_engine_step = _process_engine_step  # type: ignore[method-assign]
-        return
-
-    def _process_engine_step(self: Any) -> Any:
+    def record_step(self: Any) -> Any:
         if _MARK not in self.__dict__:
             self.__dict__[_MARK] = Recorder(self, out_dir, shims, lean=MODE == "lean")
         out = original(self)
         self.__dict__[_MARK].after_step(self.scheduler)
         return out
 
-    setattr(_process_engine_step, _MARK, True)
-    EngineCoreProc._process_engine_step = _process_engine_step  # type: ignore[method-assign]
+    step = count_step if MODE == "count" else record_step
+    setattr(step, _MARK, True)
+    EngineCoreProc._process_engine_step = step
