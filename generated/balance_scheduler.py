@@ -17,8 +17,8 @@
 #   delta 3: no waiting queue breaks instead of asserting
 #            replaces upstream's `assert request_queue is not None`
 # Every inserted line ends with a `# balance delta N` comment. The gate compares the
-# leader's count (one all_gather per engine step, see balance_running_count()) with
-# upstream's own cap, using upstream's own operator.
+# leader's count (a log-depth maximum over the DP group, once per engine step: see
+# balance_running_count()) with upstream's own cap, using upstream's own operator.
 #
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: Copyright contributors to the vLLM project

@@ -18,8 +18,8 @@
 #            no request_queue in the WAITING loop: it peeks self.waiting, and the loop test stops on an empty queue
 #            (`while self.waiting and token_budget > 0:`, line 19: `request = self.waiting.peek_request()`)
 # Every inserted line ends with a `# balance delta N` comment. The gate compares the
-# leader's count (one all_gather per engine step, see balance_running_count()) with
-# upstream's own cap, using upstream's own operator.
+# leader's count (a log-depth maximum over the DP group, once per engine step: see
+# balance_running_count()) with upstream's own cap, using upstream's own operator.
 #
 # SPDX-License-Identifier: Apache-2.0
 

@@ -18,8 +18,8 @@
 #            upstream breaks on an empty queue itself, so there is no assert to replace
 #            (line 15: `if not request_queue or input_budget <= draft_slots: break`)
 # Every inserted line ends with a `# balance delta N` comment. The gate compares the
-# leader's count (one all_gather per engine step, see balance_running_count()) with
-# upstream's own cap, using upstream's own operator.
+# leader's count (a log-depth maximum over the DP group, once per engine step: see
+# balance_running_count()) with upstream's own cap, using upstream's own operator.
 #
 # SPDX-License-Identifier: Apache-2.0
 
