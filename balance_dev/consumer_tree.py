@@ -70,6 +70,7 @@ def hand_copy(upstream_text: str) -> str:
         f"            return super().schedule({forwarded})",
     ]
     rest = lines[body_at:]
+    flag_at = _cap_flag_end(rest)
     for n, line in enumerate(rest):
         stripped = line.strip()
         indent = line[: len(line) - len(line.lstrip())]
@@ -90,7 +91,31 @@ def hand_copy(upstream_text: str) -> str:
                 f"{indent[:-4]}{SEED_GATE.replace('max_num_running_reqs', cap)}",
                 f"{indent}break",
             ]
+        if flag_at is not None and n == flag_at[0]:
+            # From 0.34 the cap check sets a mode instead of breaking: the gate sets the same flag after it.
+            flag, cap, flag_indent = flag_at[1:]
+            out += [
+                f"{flag_indent}# Leader at cap: every rank enters the mode the leader's check puts it in.",
+                f"{flag_indent}{SEED_GATE.replace('max_num_running_reqs', cap).replace('==', '>=')}",
+                f"{flag_indent}    {flag} = True",
+            ]
     return "\n".join(out) + "\n"
+
+
+def _cap_flag_end(lines: list[str]) -> tuple[int, str, str, str] | None:
+    """Where upstream's ``<flag> = (<count> >= self.<cap> or ...)`` ends, the flag, the cap and its indent."""
+    for n, line in enumerate(lines):
+        start = re.fullmatch(r"( *)(\w+) = \(", line.rstrip())
+        if start is None:
+            continue
+        end = next((i for i in range(n + 1, len(lines)) if lines[i].strip() == ")"), None)
+        if end is None:
+            continue
+        inside = " ".join(lines[n + 1 : end])
+        cap = re.search(r">= self\.(max_num_active_reqs|max_num_running_reqs) or", inside)
+        if cap is not None:
+            return end, start[2], cap[1], start[1]
+    return None
 
 
 def upstream_imports(upstream_text: str) -> str:

@@ -23,7 +23,7 @@ import pytest
 from balance_dev import fake_gh
 from balance_dev.package_index import publish
 from balance_dev.project_files import REPO_ROOT
-from balance_dev.upstream_edits import without_cap_check
+from balance_dev.upstream_edits import SPEC_ANCHOR, without_cap_check, without_spec_anchor
 from balance_dev.upstream_repo import build_vllm_repo, set_identity
 from balance_dev.workflow_run import WorkflowError, WorkflowRun, runner_env
 from generator.builder import pipeline
@@ -241,13 +241,15 @@ def test_a_release_where_a_delta_fails_and_a_broken_main_each_keep_one_issue(
 def test_a_main_that_breaks_only_a_shipped_spec_opens_its_own_issue(
     tmp_path_factory: pytest.TempPathFactory, local_index: dict[str, bytes], upstream_pinned: UpstreamFile
 ) -> None:
-    """The pinned release's file as main: the balance deltas apply, the shipped specs (written for newer
-    releases' code) do not; the early warning names the spec, not a delta."""
+    """A main where the balance deltas apply and a shipped spec's anchor is written another way (at any
+    pin: the specs apply to the newest releases); the early warning names the spec, not a delta."""
+    layout = (REPO_ROOT / "generator/tree/layouts/vllm-ascend.toml").read_text()
+    assert f'anchor = "{SPEC_ANCHOR.decode()}"' in layout
     publish(local_index, upstream_pinned.tag, upstream_pinned.data)
     vllm = build_vllm_repo(
         tmp_path_factory.mktemp("vllm") / "vllm",
         [(upstream_pinned.tag, upstream_pinned.data)],
-        then=upstream_pinned.data + b"# main moves on\n",
+        then=without_spec_anchor(upstream_pinned.data) + b"# main moves on\n",
     )
     project = {PIN_FILE: f"{upstream_pinned.tag}\n".encode(), OUTPUT: (REPO_ROOT / OUTPUT).read_bytes()}
     github = GitHub(tmp_path_factory.mktemp("github"), project, vllm.as_uri())
