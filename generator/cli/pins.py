@@ -136,7 +136,6 @@ def bump(
         click.echo(f"upstream Scheduler.schedule() changed from {old_tag} to {new_tag}:")
         context.echo_diff(method_diff)
     # Read only until the one write below: a failure anywhere before it leaves every file, the pin included.
-    found = couplings.compute(context.layout(), old_tag, new_tag, sources) if with_adapt else None
     reason = None
     if tree_layout:
         files = in_tree.regenerated(new)
@@ -148,6 +147,8 @@ def bump(
     else:
         files = {path: pipeline.build_verified(new).text.encode()}
         done = f"pinned {new_tag} and wrote {output or DEFAULT_OUTPUT}; review, then commit both"
+    # After the copies are built: a delta or edit that fails (exit 4) stops the bump before impact's pass.
+    found = couplings.compute(context.layout(), old_tag, new_tag, sources) if with_adapt else None
     adapted = adapt_cli.for_bump(context.layout(), found, sources, files) if found is not None else None
     if adapted is not None:
         # A file both change is adapt's text, which starts from the regenerated one.
@@ -173,7 +174,9 @@ def _echo_impact(old: str, new: str, sources: SourceOptions, with_impact: bool, 
     if not with_impact:
         return
     click.echo(f"what vLLM {old} -> {new} does to the tree's couplings:")
-    for line in report.bump_lines(found or couplings.compute(context.layout(), old, new, sources)):
+    for line in report.bump_lines(
+        found if found is not None else couplings.compute(context.layout(), old, new, sources)
+    ):
         click.echo(line)
 
 
