@@ -207,6 +207,10 @@ def test_plan_with_adapt_carries_its_diff_and_what_is_left(tree: Path, tmp_path:
     without = json.loads(plain.read_text())
     jsonschema.validate(without, SCHEMA)
     assert (without["adapt"], without["exit_code"]) == (None, 0)
+    # The schema holds the code to the work: 1 without work left, or 0 with it, is refused.
+    for contradiction in ({**without, "exit_code": 1}, {**made, "exit_code": 0}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(contradiction, SCHEMA)
 
 
 def test_a_huge_adapt_diff_is_cut_in_the_body_and_whole_in_the_plan() -> None:
