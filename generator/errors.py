@@ -44,6 +44,10 @@ class VerificationFailed(PatchgenError):
     """The independent inverse check disagrees with upstream."""
 
 
+class WorkLeft(PatchgenError):
+    """``adapt`` (or ``bump --adapt``) wrote what it could, and left work a person must do (listed above)."""
+
+
 class FileRefused(UsageError):
     """A path the user named cannot be used as asked: not a regular file, the pin file, unreadable."""
 

@@ -1,6 +1,13 @@
-"""``adapt``: the mechanical part of moving a tree from vLLM A to B, written all or nothing."""
+"""``adapt``: the mechanical part of moving a tree from vLLM A to B, written all or nothing.
+
+Also what ``bump --adapt`` joins to its own write: adapt's plan beside the copies the bump regenerates.
+"""
 
 from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+from pathlib import Path
 
 import click
 
@@ -9,10 +16,12 @@ from generator.cli.context import source_options
 from generator.cli.couplings import _from_tag, _layout, _package, _to_name, compute
 from generator.cli.root import root_option
 from generator.errors import UsageError
+from generator.judge.couplings.impact import Impact
 from generator.tags import is_release_tag, tag_key
 from generator.tree.adapt import plan as planning
 from generator.tree.adapt import write
-from generator.tree.adapt.report import lines
+from generator.tree.adapt.report import lines, work_left
+from generator.tree.layout import Layout
 
 
 def _only(given: str | None) -> tuple[str, ...]:
@@ -28,7 +37,7 @@ def _only(given: str | None) -> tuple[str, ...]:
 @click.command()
 @click.option("--from", "old", metavar="TAG", help="Release A: the one the tree runs with (default: its pin file).")
 @click.option("--to", "new", metavar="TAG_OR_REF", help="Release B (default: the newest on the package index).")
-@click.option("--dry-run", is_flag=True, help="Print the unified diff; write nothing.")
+@click.option("--dry-run", is_flag=True, help="Print the unified diff; write nothing (exits as the real run would).")
 @click.option("--only", metavar="PARTS", help="names, copies, or both (default: both).")
 @source_options
 @root_option
@@ -39,7 +48,8 @@ def adapt(
 
     Moved names are rewritten (imports, attribute paths, string targets); copies whose upstream
     function changed are merged three ways (A's function, the copy, B's) where the two sides'
-    changes do not touch, and kept as they are where they do. All files or none.
+    changes do not touch, and kept as they are where they do. All files or none. Exit 1 when
+    work is left for a person (a conflict, a name not rewritten, a name gone): the rest is written.
     """
     parts = _only(only)
     layout = _layout(context.root())
@@ -56,3 +66,45 @@ def adapt(
         write.apply(plan)
     for line in lines(plan, written=not dry_run):
         click.echo(line, err=dry_run)
+    if (left := work_left(plan)) is not None:
+        raise left
+
+
+def for_bump(
+    layout: Layout, found: Impact, sources: context.SourceOptions, regenerated: Mapping[Path, bytes]
+) -> planning.Plan:
+    """Adapt's plan for a bump that also writes ``regenerated`` (the copies it regenerates, by path).
+
+    The copies the bump regenerates are the generator's: adapt leaves their lines alone, and in a file
+    holding one it rewrites names over the regenerated text, so one write carries both.
+    """
+    root = layout.root.resolve()
+    texts = {
+        p.resolve().relative_to(root).as_posix(): data.decode("utf-8")
+        for p, data in regenerated.items()
+        if p.resolve().is_relative_to(root)  # an --output outside the tree is no file of adapt's
+    }
+    return planning.build(
+        found,
+        _package(found.old, sources),
+        _package(found.new, sources),
+        regenerated=texts,
+        regions=copy_regions(layout),
+    )
+
+
+def copy_regions(layout: Layout) -> dict[str, list[tuple[int, int]]]:
+    """The lines (decorators to end) of each copy the layout declares, by file, as the file reads now."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    for spec in layout.copies:
+        path = layout.root / spec.destination
+        try:
+            tree = ast.parse(path.read_bytes())
+        except (OSError, SyntaxError, ValueError):
+            continue  # no copy there yet: nothing of adapt's to keep out
+        for cls in (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == spec.dest_class):
+            for func in cls.body:
+                if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) and func.name == spec.dest_method:
+                    first = min([func.lineno, *(d.lineno for d in func.decorator_list)])
+                    out.setdefault(spec.destination.as_posix(), []).append((first, func.end_lineno or first))
+    return out

@@ -17,12 +17,16 @@ from generator.errors import (
     UpstreamShapeError,
     UsageError,
     VerificationFailed,
+    WorkLeft,
 )
 
 # Checked in order, most specific first.
 EXIT_CODES: tuple[tuple[type[PatchgenError], int], ...] = (
     (DriftFound, 1),
     (VerificationFailed, 1),
+    # Like drift: the tree is not yet what it should be and a person must act; unlike every other code,
+    # what could be written was written (adapt's leftovers: docs/adapt.md, "Exit codes").
+    (WorkLeft, 1),
     (UsageError, 2),
     (SourceUnavailable, 3),
     (DeltaDoesNotApply, 4),

@@ -20,6 +20,17 @@ from generator.tree import adopt
 
 def regen(upstream: UpstreamFile, *, pin: tuple[Path, str] | None = None) -> None:
     """Regenerate every copy the tree declares; write the files (and the pin, for bump) all or nothing."""
+    files = regenerated(upstream)
+    if pin is not None:
+        files[pin[0]] = f"{pin[1]}\n".encode()
+    write_all_or_nothing(files)
+    if pin is not None:
+        n = len(context.layout().copies)
+        click.echo(f"pinned {pin[1]} and regenerated {n} copies; review, then commit them together")
+
+
+def regenerated(upstream: UpstreamFile) -> dict[Path, bytes]:
+    """Every copy the tree declares regenerated, said copy by copy: the files that change, written by the caller."""
     layout = context.layout()
     results = adopt.regenerate(layout, upstream)
     for result in results:
@@ -36,12 +47,7 @@ def regen(upstream: UpstreamFile, *, pin: tuple[Path, str] | None = None) -> Non
                 click.echo(f"{result.path}: {note}")
         for line in adopt.dropped_edits(result, upstream, _releases):
             click.echo(f"{result.path}: {line}")
-    files = {layout.root / r.path: r.new.encode() for r in results if r.changed}
-    if pin is not None:
-        files[pin[0]] = f"{pin[1]}\n".encode()
-    write_all_or_nothing(files)
-    if pin is not None:
-        click.echo(f"pinned {pin[1]} and regenerated {len(layout.copies)} copies; review, then commit them together")
+    return {layout.root / r.path: r.new.encode() for r in results if r.changed}
 
 
 def _releases() -> list[Release]:

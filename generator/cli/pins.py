@@ -12,12 +12,14 @@ import click
 
 from generator.atomic import is_same_file, require_regular_or_absent, write_all_or_nothing
 from generator.builder import pipeline, seam
+from generator.cli import adapt as adapt_cli
 from generator.cli import context, couplings, in_tree
 from generator.cli.context import DEFAULT_OUTPUT, SourceOptions, source_options
 from generator.cli.exits import exit_code_for
 from generator.cli.root import root_option
 from generator.errors import FileRefused, PatchgenError, UsageError
 from generator.judge.couplings import report
+from generator.judge.couplings.impact import Impact
 from generator.pins import matrix as matrix_rows
 from generator.pins import pin_bump, plan
 from generator.pins.pin import PIN_FILE, read_pin
@@ -26,11 +28,16 @@ from generator.sources.base import UpstreamFile
 from generator.sources.releases import newest_release, released_tags
 from generator.sources.resolve import SourceKind, check_refs
 from generator.tags import is_release_tag, validate_ref, validate_tag
+from generator.tree import adopt
 from generator.tree import specs as shipped_specs
+from generator.tree.adapt import report as adapt_report
+from generator.tree.adapt import write as adapt_write
 
 F = TypeVar("F", bound=Callable[..., Any])
 # The pull request body's share for the impact section (the body's limit is GitHub's; upstream's diff gets the rest).
 IMPACT_BODY_LIMIT = 20_000
+# adapt's section (bump --adapt): what is left, and its diff folded; the plan's `adapt.diff` holds the whole diff.
+ADAPT_BODY_LIMIT = 15_000
 
 
 def _swept(upstream: UpstreamFile) -> list[tuple[str, PatchgenError | None]]:
@@ -75,6 +82,12 @@ def _write_plan(plan_file: Path, made: plan.Plan) -> None:
     show_default=True,
     help="Also say what the move does to the tree's couplings to vLLM (docs/impact.md).",
 )
+@click.option(
+    "--adapt",
+    "with_adapt",
+    is_flag=True,
+    help="Also write adapt's mechanical part of the move, in the same all-or-nothing write (docs/adapt.md).",
+)
 @root_option
 @click.pass_context
 def bump(
@@ -86,6 +99,7 @@ def bump(
     vllm_repo: str | None,
     output: Path | None,
     with_impact: bool,
+    with_adapt: bool,
 ) -> None:
     """Move the pin to NEW_TAG (or --latest): show upstream's schedule() diff, write pin and module together."""
     if new_tag is None and not latest:
@@ -113,7 +127,7 @@ def bump(
     sources = context.sources(source, vllm_repo, module=path)
     old, new = sources.fetch(old_tag), sources.fetch(new_tag)
     if plan_file is not None:
-        _write_plan(plan_file, _bump_plan(sources, old, new, with_impact))
+        _write_plan(plan_file, _bump_plan(sources, old, new, with_impact, with_adapt))
         return
     method_diff = pin_bump.method_diff(old, new)
     if not method_diff:
@@ -121,49 +135,83 @@ def bump(
     else:
         click.echo(f"upstream Scheduler.schedule() changed from {old_tag} to {new_tag}:")
         context.echo_diff(method_diff)
+    # Read only until the one write below: a failure anywhere before it leaves every file, the pin included.
+    reason = None
     if tree_layout:
-        in_tree.regen(new, pin=(pin_path, new_tag))
-        return _echo_impact(old_tag, new_tag, sources, with_impact)
-    if (reason := seam.no_copy_reason(new)) is not None:
-        # The module goes first, the pin last (as below): a kill between leaves a missing module
-        # under the old pin, which `check` reports.
-        if path.exists():
-            path.unlink()
-        write_all_or_nothing({pin_path: f"{new_tag}\n".encode()})
-        click.echo(f"pinned {new_tag}; {reason}, so {output or DEFAULT_OUTPUT} is removed; review, then commit")
-        return _echo_impact(old_tag, new_tag, sources, with_impact)
-    text = pipeline.build_verified(new).text
-    # Module first, pin last: a kill between the two renames leaves the new module under the old pin,
-    # a state `check` recognises and names the fix for (finish with `bump NEW_TAG`).
-    write_all_or_nothing({path: text.encode(), pin_path: f"{new_tag}\n".encode()})
-    click.echo(f"pinned {new_tag} and wrote {output or DEFAULT_OUTPUT}; review, then commit both")
-    _echo_impact(old_tag, new_tag, sources, with_impact)
+        files = in_tree.regenerated(new)
+        n = len(context.layout().copies)
+        done = f"pinned {new_tag} and regenerated {n} copies; review, then commit them together"
+    elif (reason := seam.no_copy_reason(new)) is not None:
+        files = {}
+        done = f"pinned {new_tag}; {reason}, so {output or DEFAULT_OUTPUT} is removed; review, then commit"
+    else:
+        files = {path: pipeline.build_verified(new).text.encode()}
+        done = f"pinned {new_tag} and wrote {output or DEFAULT_OUTPUT}; review, then commit both"
+    # After the copies are built: a delta or edit that fails (exit 4) stops the bump before impact's pass.
+    found = couplings.compute(context.layout(), old_tag, new_tag, sources) if with_adapt else None
+    adapted = adapt_cli.for_bump(context.layout(), found, sources, files) if found is not None else None
+    if adapted is not None:
+        # A file both change is adapt's text, which starts from the regenerated one.
+        files.update(adapt_write.checked(adapted))
+    if reason is not None and path.exists():
+        # The module goes first, the pin last: a kill between leaves a missing module under the old pin,
+        # which `check` reports.
+        path.unlink()
+    # Module (and adapt's files) first, pin last: a kill between the renames leaves the new files under the
+    # old pin, a state `check` recognises and names the fix for (finish with `bump NEW_TAG`).
+    write_all_or_nothing({**files, pin_path: f"{new_tag}\n".encode()})
+    click.echo(done)
+    if adapted is not None:
+        for line in adapt_report.lines(adapted, written=True):
+            click.echo(line)
+    _echo_impact(old_tag, new_tag, sources, with_impact, found)
+    if adapted is not None and (left := adapt_report.work_left(adapted)) is not None:
+        raise left
 
 
-def _echo_impact(old: str, new: str, sources: SourceOptions, with_impact: bool) -> None:
+def _echo_impact(old: str, new: str, sources: SourceOptions, with_impact: bool, found: Impact | None) -> None:
     """After the bump is written: what it does to the tree's couplings (read only; nothing more is written)."""
     if not with_impact:
         return
     click.echo(f"what vLLM {old} -> {new} does to the tree's couplings:")
-    for line in report.bump_lines(couplings.compute(context.layout(), old, new, sources)):
+    for line in report.bump_lines(
+        found if found is not None else couplings.compute(context.layout(), old, new, sources)
+    ):
         click.echo(line)
 
 
-def _bump_plan(sources: SourceOptions, old: UpstreamFile, new: UpstreamFile, with_impact: bool) -> plan.Plan:
+def _bump_plan(
+    sources: SourceOptions, old: UpstreamFile, new: UpstreamFile, with_impact: bool, with_adapt: bool
+) -> plan.Plan:
     """The plan for a bump from ``old`` to ``new``: computed like the bump itself, written nowhere but the plan."""
     if new.tag == old.tag:
         return plan.up_to_date(old.tag)
     rows = [matrix_rows.row(tag, partial(sources.fetch, tag)) for tag in pin_bump.releases_between(old.tag, new.tag)]
-    swept = shipped_specs.sweeps(new)
-    found = couplings.compute(context.layout(), old.tag, new.tag, sources) if with_impact else None
-    summary = report.summary_json(found) if found else None
-    section = report.markdown(found, limit=IMPACT_BODY_LIMIT) if found else ""
+    layout = context.layout()
+    # A tree with its own balance-patchgen.toml bumps with its own specs, not the shipped ones.
+    swept = shipped_specs.sweeps(new) if layout.kind != "declared" else []
+    found = couplings.compute(layout, old.tag, new.tag, sources) if with_impact or with_adapt else None
+    summary = report.summary_json(found) if found and with_impact else None
+    section = report.markdown(found, limit=IMPACT_BODY_LIMIT) if found and with_impact else ""
+    adapted: dict[str, Any] = {}
+    if found is not None and with_adapt:
+        # Adapt's part alone (the copies the bump regenerates are kept out of it): what `bump --adapt` adds.
+        made = adapt_cli.for_bump(layout, found, sources, {})
+        diff = adapt_write.diff(made, layout.root)
+        adapted = {
+            "adapt": adapt_report.to_json(made, diff),
+            "adapt_markdown": adapt_report.markdown(made, diff, limit=ADAPT_BODY_LIMIT),
+        }
     method_diff = ""  # stays empty when upstream's schedule() cannot even be found to diff
     try:
         # Inside: a release without Scheduler.schedule() is an issue to open, like a delta that fails.
         method_diff = pin_bump.method_diff(old, new)
-        reason = seam.no_copy_reason(new)
-        outcomes = () if reason is not None else pipeline.build_verified(new).outcomes
+        reason = None if layout.is_tree else seam.no_copy_reason(new)
+        if layout.is_tree:
+            # The tree's copies as `bump` regenerates them: an edit or delta that fails there is the issue.
+            adopt.regenerate(layout, new)
+        balance = not layout.is_tree or any(c.is_balance for c in layout.copies)
+        outcomes = pipeline.build_verified(new).outcomes if reason is None and balance else ()
     except matrix_rows.PLANNED_ERRORS as error:
         return plan.blocked(
             old.tag, new.tag, method_diff=method_diff, error=error, rows=rows, impact=summary, impact_markdown=section
@@ -189,6 +237,7 @@ def _bump_plan(sources: SourceOptions, old: UpstreamFile, new: UpstreamFile, wit
         impact=summary,
         impact_markdown=section,
         specs=[s.line for s in swept],
+        **adapted,
     )
 
 

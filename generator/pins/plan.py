@@ -134,10 +134,16 @@ def bumped(
     impact: dict[str, Any] | None = None,
     impact_markdown: str = "",
     specs: Sequence[str] = (),
+    adapt: dict[str, Any] | None = None,
+    adapt_markdown: str = "",
 ) -> Plan:
     """``bump`` to ``tag`` applies: a pull request. ``impact``: what the move does to the tree's couplings
     (``judge.couplings.report.summary_json``), its ``impact_markdown`` a section of the body; ``specs``: the
-    shipped specs' sweep at ``tag`` (one line each), for the trees that bump to it."""
+    shipped specs' sweep at ``tag`` (one line each), for the trees that bump to it. ``adapt`` (``bump --adapt``):
+    what adapt writes in the same commit and what it leaves (``tree.adapt.report.to_json``), its
+    ``adapt_markdown`` a section of the body; work left for a person makes the command exit 1, so the plan says 1."""
+    work = adapt["counts"]["work"] if adapt is not None else 0
+    command = "bump --latest --adapt" if adapt is not None else "bump --latest"
     if no_copy_reason is not None:
         done = f"`{MODULE}` is removed: {no_copy_reason}."
     else:
@@ -146,8 +152,7 @@ def bumped(
             "(its `schedule()` is upstream's plus exactly the deltas below)."
         )
     sections = [
-        f"Pin bump from vLLM {pinned} to {tag}, opened by the `bump` workflow "
-        f"(`balance-patchgen bump --latest`). {done}",
+        f"Pin bump from vLLM {pinned} to {tag}, opened by the `bump` workflow (`balance-patchgen {command}`). {done}",
         _checklist(tag),
         _section(f"What each delta does at {tag}", _deltas_text(outcomes, tag, no_copy_reason)),
         _matrix_section(pinned, rows),
@@ -162,6 +167,7 @@ def bumped(
             else []
         ),
         *([impact_markdown.rstrip("\n")] if impact_markdown else []),
+        *([adapt_markdown.rstrip("\n")] if adapt_markdown else []),
     ]
     body = _with_diff(sections, pinned, tag, method_diff)
     return _plan(
@@ -169,17 +175,20 @@ def bumped(
         pinned=pinned,
         tag=tag,
         impact=impact,
+        adapt=adapt,
         outcome="bumped",
         action="pull-request",
-        summary=f"bump {pinned} -> {tag}",
+        summary=f"bump {pinned} -> {tag}" + (f"; adapt left {work} for a person" if work else ""),
+        exit_code=1 if work else 0,
         deltas=[_outcome_json(o) for o in outcomes],
         matrix=[_row_json(r) for r in rows],
         pull_request={
             "branch": branch_for(tag),
             "title": pull_request_title(tag),
             "body": body,
-            "commit_message": f"Bump vLLM to {tag}: regenerate {MODULE}\n\n"
-            f"balance-patchgen bump --latest: {PIN_FILE} {pinned} -> {tag}.\n",
+            "commit_message": f"Bump vLLM to {tag}: regenerate {MODULE}"
+            + (", and adapt's mechanical part" if adapt is not None else "")
+            + f"\n\nbalance-patchgen {command}: {PIN_FILE} {pinned} -> {tag}.\n",
         },
     )
 
@@ -285,6 +294,7 @@ def _plan(command: str, *, pinned: str | None, tag: str | None, outcome: str, ac
         "pull_request": None,
         "issue": None,
         "impact": None,
+        "adapt": None,
     }
     plan.update(rest)
     return plan

@@ -1,163 +1,53 @@
 """``adapt`` end to end on a small vLLM-shaped pair of releases and a plugin tree written here.
 
-The expected tree after ``adapt`` is written out by hand below (AFTER_*): the truth is the test's,
-never the code's. Releases are served by the loopback index (``local_index``), as for ``impact``.
+The releases, the tree and the expected tree after ``adapt`` (AFTER_*) are written out by hand in
+``tests/generator/adapt_trees.py``: the truth is the test's, never the code's. Releases are served by the
+loopback index (``local_index``), as for ``impact``.
 """
 
 from __future__ import annotations
 
 import ast
 import os
-import textwrap
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from balance_dev.package_index import wheel_name, wheel_of
 from generator.cli import main
 from generator.judge import census
 from generator.tree.adapt import write
 from generator.tree.adapt.plan import Plan
-
-UTIL_A = """\
-class Helper:
-    def run(self):
-        return 1
-
-
-def pick(queue, limit):
-    out = []
-    for item in queue:
-        if len(out) >= limit:
-            break
-        out.append(item)
-    out.sort()
-    return out
-"""
-
-# B: Helper moved to vllm/core/helper.py; pick's sort became a key sort (a statement the copy did not edit).
-UTIL_B = """\
-def pick(queue, limit):
-    out = []
-    for item in queue:
-        if len(out) >= limit:
-            break
-        out.append(item)
-    out.sort(key=lambda r: r.priority)
-    return out
-"""
-
-HELPER_B = """\
-class Helper:
-    def run(self):
-        return 1
-"""
-
-SCHED_A = """\
-class Scheduler:
-    def schedule(self, budget):
-        steps = []
-        left = budget
-        while left > 0:
-            steps.append(left)
-            left -= 1
-        self.steps = steps
-        return steps
-"""
-
-# B changed the statement the copy also changed (left -= 1): a conflict.
-SCHED_B = SCHED_A.replace("left -= 1", "left -= self.stride")
-
-RELEASE_A = {
-    "vllm/__init__.py": "",
-    "vllm/sched/__init__.py": "",
-    "vllm/sched/util.py": UTIL_A,
-    "vllm/sched/scheduler.py": SCHED_A,
-}
-RELEASE_B = {
-    "vllm/__init__.py": "",
-    "vllm/sched/__init__.py": "",
-    "vllm/sched/util.py": UTIL_B,
-    "vllm/sched/scheduler.py": SCHED_B,
-    "vllm/core/__init__.py": "",
-    "vllm/core/helper.py": HELPER_B,
-}
-
-USE = """\
-import vllm.sched.util
-from vllm.sched.util import Helper as H, pick  # both from util at A
-
-
-def run():
-    return vllm.sched.util.Helper().run() + H().run()
-"""
-
-AFTER_USE = """\
-import vllm.sched.util
-import vllm.core.helper
-from vllm.sched.util import pick  # both from util at A
-from vllm.core.helper import Helper as H
-
-
-def run():
-    return vllm.core.helper.Helper().run() + H().run()
-"""
-
-TEST_USE = """\
-from unittest import mock
-
-
-def test_run():
-    with mock.patch("vllm.sched.util.Helper.run", return_value=2):
-        pass
-"""
-
-COPIES = """\
-from vllm.sched.scheduler import Scheduler
-
-
-def pick(queue, limit):
-    out = []
-    for item in queue:
-        if len(out) >= limit:
-            break
-        # plugin: skip what the device cannot hold
-        if item.size > limit:
-            continue
-        out.append(item)
-    out.sort()
-    return out
-
-
-class AscendScheduler(Scheduler):
-    def schedule(self, budget):
-        steps = []
-        left = budget
-        while left > 0:
-            steps.append(left)
-            left -= 2  # plugin: two at a time
-        self.steps = steps
-        return steps
-"""
-
-AFTER_COPIES = COPIES.replace("    out.sort()\n", "    out.sort(key=lambda r: r.priority)\n")
-
-
-def _write(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(textwrap.dedent(text))
-    return root
+from tests.generator.adapt_trees import (
+    AFTER_COPIES,
+    AFTER_USE,
+    COPIES,
+    TEST_USE,
+    USE,
+    UTIL_A,
+    UTIL_B,
+    publish_releases,
+    snapshot,
+    write_files,
+    write_plugin,
+)
 
 
 @pytest.fixture
 def tree(tmp_path: Path, local_index: dict[str, bytes]) -> Path:
-    for version, files in (("1.0.0", RELEASE_A), ("1.1.0", RELEASE_B)):
-        local_index[wheel_name(version)] = wheel_of(version, {k: v.encode() for k, v in files.items()})
-    root = _write(tmp_path / "plugin", {"pkg/use.py": USE, "pkg/copies.py": COPIES, "tests/test_use.py": TEST_USE})
-    (root / "pkg/latin1.py").write_bytes(b"# caf\xe9\nimport vllm.sched.util\n")
-    return root
+    publish_releases(local_index)
+    return write_plugin(tmp_path / "plugin")
+
+
+# The one error line of a run that leaves the copy of Scheduler.schedule in conflict, and nothing else.
+WORK_LEFT = (
+    "balance-patchgen: error: adapt v1.0.0 -> v1.1.0 wrote what it could and left 1 for a person "
+    "(1 conflict; listed above as `left`): resolve them in the tree, then run `impact` again"
+)
+
+
+def _error_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if "error:" in line]
 
 
 def _adapt(tree: Path, *extra: str) -> tuple[int, str, str]:
@@ -166,14 +56,12 @@ def _adapt(tree: Path, *extra: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def _snapshot(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
 def test_adapt_rewrites_moved_names_merges_the_clean_copy_and_leaves_the_conflict(tree: Path) -> None:
-    before = _snapshot(tree)
+    before = snapshot(tree)
     code, out, err = _adapt(tree)
-    assert code == 0, err
+    # Written what could be written, and a person has the conflict to resolve: exit 1, one line saying so.
+    assert code == 1, err
+    assert _error_lines(err) == [WORK_LEFT]
     assert (tree / "pkg/use.py").read_text() == AFTER_USE
     assert (tree / "tests/test_use.py").read_text() == TEST_USE.replace(
         "vllm.sched.util.Helper.run", "vllm.core.helper.Helper.run"
@@ -194,7 +82,7 @@ def test_census_dates_the_merged_copy_b(tree: Path) -> None:
     texts = {"v1.0.0": UTIL_A, "v1.1.0": UTIL_B}
     before = [f for f in census.functions(ast.parse(COPIES), "pkg/copies.py") if f.qualname == "pick"]
     assert census.date(before[0], "vllm/sched/util.py", "pick", texts, "v1.0.0").tag == "v1.0.0"  # type: ignore[union-attr]
-    assert _adapt(tree)[0] == 0
+    assert _adapt(tree)[0] == 1  # the other copy's conflict
     text = (tree / "pkg/copies.py").read_text()
     after = [f for f in census.functions(ast.parse(text), "pkg/copies.py") if f.qualname == "pick"]
     dated = census.date(after[0], "vllm/sched/util.py", "pick", texts, "v1.1.0")
@@ -202,17 +90,18 @@ def test_census_dates_the_merged_copy_b(tree: Path) -> None:
 
 
 def test_dry_run_prints_the_diff_and_writes_nothing(tree: Path) -> None:
-    before = _snapshot(tree)
+    before = snapshot(tree)
     code, out, err = _adapt(tree, "--dry-run")
-    assert code == 0, err
-    assert _snapshot(tree) == before
+    assert code == 1 and _error_lines(err) == [WORK_LEFT]  # the code the real run gives
+    assert snapshot(tree) == before
     assert "+from vllm.core.helper import Helper as H\n" in out
     assert "+    out.sort(key=lambda r: r.priority)\n" in out
     assert "would write 3 files" in err
 
 
 def test_only_names_leaves_the_copies(tree: Path) -> None:
-    assert _adapt(tree, "--only", "names")[0] == 0
+    code, _, err = _adapt(tree, "--only", "names")
+    assert code == 0 and not _error_lines(err)  # every moved name rewritten: nothing left for a person
     assert (tree / "pkg/copies.py").read_text() == COPIES
     assert (tree / "pkg/use.py").read_text() == AFTER_USE
 
@@ -220,7 +109,7 @@ def test_only_names_leaves_the_copies(tree: Path) -> None:
 def test_a_planted_failure_on_the_last_file_leaves_every_file_as_it_was(
     tree: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    before = _snapshot(tree)
+    before = snapshot(tree)
     real = os.replace
 
     def failing(src: str, dst: str) -> None:
@@ -233,7 +122,7 @@ def test_a_planted_failure_on_the_last_file_leaves_every_file_as_it_was(
     code, _, err = _adapt(tree)
     assert code == 2 and "no space left" in err
     monkeypatch.setattr(os, "replace", real)
-    assert _snapshot(tree) == before
+    assert snapshot(tree) == before
 
 
 def test_a_file_changed_between_reading_and_writing_is_refused(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -254,3 +143,29 @@ def test_a_file_changed_between_reading_and_writing_is_refused(tree: Path, monke
 def test_to_older_than_from_is_one_line(tree: Path) -> None:
     result = CliRunner().invoke(main, ["--root", str(tree), "adapt", "--from", "v1.1.0", "--to", "v1.0.0"])
     assert result.exit_code == 2 and result.stderr.count("error:") == 1 and "older than --from" in result.stderr
+
+
+def test_names_adapt_cannot_rewrite_or_that_are_gone_are_work_left_exit_1(
+    tmp_path: Path, local_index: dict[str, bytes]
+) -> None:
+    # A has vllm/sched/legacy.py, B has not (nor anything like it): an import of it has no successor.
+    publish_releases(local_index, a={"vllm/sched/legacy.py": "def legacy():\n    return 0\n"})
+    root = write_plugin(tmp_path / "plugin")
+    write_files(
+        root,
+        {
+            "pkg/old.py": "from vllm.sched.legacy import legacy\n",
+            # A monkeypatch of a moved name: where the patch must go at B is a person's call.
+            "pkg/patches.py": "import vllm.sched.util\n\nvllm.sched.util.Helper = object\n",
+        },
+    )
+    for extra in (("--dry-run",), ()):
+        code, out, err = _adapt(root, "--only", "names", *extra)
+        assert code == 1, err
+        (line,) = _error_lines(err)
+        assert "left 2 for a person (2 name;" in line
+        report = out if not extra else err
+        assert "left name pkg/old.py:1 vllm.sched.legacy.legacy: gone at B" in report
+        assert "left name pkg/patches.py:3 vllm.sched.util.Helper: a patch assigns it" in report
+    assert (root / "pkg/patches.py").read_text() == "import vllm.sched.util\n\nvllm.sched.util.Helper = object\n"
+    assert (root / "pkg/use.py").read_text() == AFTER_USE  # the rest is written

@@ -50,6 +50,7 @@ def test_each_exit_code_row_names_the_failures_mapped_to_it() -> None:
     """The words for each typed error's code sit in that code's row (drift -> 1, delta -> 4, ...)."""
     rows = {int(r[0]): r[1] for r in _table_rows(_section(REPO_ROOT / "docs/cli.md", "## Exit codes"))}
     words = {"DriftFound": "drift", "VerificationFailed": "verification failed", "UsageError": "usage"}
+    words |= {"WorkLeft": "work left for a person"}
     words |= {"SourceUnavailable": "upstream source unavailable", "DeltaDoesNotApply": "a delta no longer applies"}
     words |= {"UpstreamShapeError": "upstream lost the shape", "EditDoesNotApply": "a spec's edit no longer applies"}
     for error, code in exits.EXIT_CODES:

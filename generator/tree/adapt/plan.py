@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import ast
 import copy
-from collections.abc import Collection
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from generator.judge.couplings import changes
@@ -31,10 +31,21 @@ class Leftover:
     """One thing ``adapt`` did not do, for a person: where, what, why, and upstream's diff when it helps."""
 
     site: str
-    kind: str  # conflict | removed | redundant | signature | name | skipped
+    kind: str  # conflict | removed | redundant | signature | name | skipped | regenerated
     upstream: str
     why: str
     detail: str = ""
+    verdict: str = ""  # impact's for the coupling at that site (breaks | review | info), "" when it gives none
+
+    @property
+    def is_work(self) -> bool:
+        """What ``adapt`` would have written and could not, or a name the tree uses that B lacks: a person's."""
+        return self.kind in WORK
+
+
+# The leftovers that make ``adapt`` exit 1 (docs/adapt.md, "Exit codes"): a copy not re-synced, a moved name
+# not rewritten, a name gone. The rest are reported for a person's judgement but need no edit to run at B.
+WORK = ("conflict", "name", "regenerated")
 
 
 @dataclass
@@ -47,6 +58,10 @@ class Plan:
     merged: list[tuple[str, CopyOutcome]] = field(default_factory=list)
     left: list[Leftover] = field(default_factory=list)
     skipped: int = 0
+
+    @property
+    def work(self) -> list[Leftover]:
+        return [x for x in self.left if x.is_work]
 
 
 def _text(package: Package, definition: Definition | None) -> str | None:
@@ -78,18 +93,33 @@ def _signature(old: Definition | None, new: Definition | None) -> str:
     return f"A: {line(old)}\nB: {line(new)}"
 
 
-def build(impact: Impact, a: Package, b: Package, only: Collection[str] = PARTS) -> Plan:
-    """The plan for ``impact.root``'s tree: new texts for the files it changes, and what is left."""
+def build(
+    impact: Impact,
+    a: Package,
+    b: Package,
+    only: Collection[str] = PARTS,
+    *,
+    regenerated: Mapping[str, str] | None = None,
+    regions: Mapping[str, Sequence[tuple[int, int]]] | None = None,
+) -> Plan:
+    """The plan for ``impact.root``'s tree: new texts for the files it changes, and what is left.
+
+    ``bump --adapt`` passes what it regenerates in the same write: ``regions``, the lines of each copy it
+    regenerates by path (they are the generator's, so adapt leaves them), and ``regenerated``, each such
+    file's new text, which adapt's name rewrites start from (the copies it would re-sync there are left).
+    """
     plan = Plan(impact.old, impact.new)
     plan.skipped = len(impact.skipped)
     moves = _moves(impact) if "names" in only else {}
+    verdicts = {(c.site, c.upstream): c.verdict for c in impact.couplings}
     jobs: dict[str, list[CopyJob]] = {}
     for c in impact.couplings:
         change = impact.symbols[c.upstream].change if c.upstream in impact.symbols else None
         if change is None:
             continue
         if c.kind == "copy" and "copies" in only:
-            _copy(plan, c, change, a, b, jobs)
+            if not any(first <= c.line <= last for first, last in (regions or {}).get(c.path, ())):
+                _copy(plan, c, change, a, b, jobs)
         elif c.kind in ("override", "patch") and "signature" in change.parts:
             plan.left.append(
                 Leftover(c.site, "signature", c.upstream, "its signature changed", _signature(change.old, change.new))
@@ -97,7 +127,8 @@ def build(impact: Impact, a: Package, b: Package, only: Collection[str] = PARTS)
         elif c.kind in ("import", "patch") and c.status == changes.REMOVED and "names" in only:
             plan.left.append(Leftover(c.site, "name", c.upstream, "gone at B, with no successor found"))
     for path in sorted({c.path for c in impact.couplings if c.upstream in moves} | set(jobs)):
-        _file(plan, impact.root, path, jobs.get(path, []), moves)
+        _file(plan, impact.root, path, jobs.get(path, []), moves, (regenerated or {}).get(path))
+    plan.left = [replace(x, verdict=verdicts.get((x.site, x.upstream), "")) if not x.verdict else x for x in plan.left]
     return plan
 
 
@@ -120,7 +151,9 @@ def _copy(
     jobs.setdefault(c.path, []).append(CopyJob(c.line, c.upstream, base, theirs))
 
 
-def _file(plan: Plan, root: Path, path: str, jobs: list[CopyJob], moves: dict[str, tuple[str, str]]) -> None:
+def _file(
+    plan: Plan, root: Path, path: str, jobs: list[CopyJob], moves: dict[str, tuple[str, str]], start: str | None
+) -> None:
     where = root / path
     try:
         data = where.read_bytes()
@@ -130,6 +163,14 @@ def _file(plan: Plan, root: Path, path: str, jobs: list[CopyJob], moves: dict[st
         plan.skipped += 1
         plan.left.append(Leftover(path, "skipped", "", f"not read: {type(exc).__name__}"))
         return
+    if start is not None:
+        # The bump regenerates a copy in this file: the copies adapt would merge are placed by line in
+        # the text as read, which the regeneration moved; they are left for `adapt` after the bump.
+        for job in jobs:
+            why = f"its file holds a copy this bump regenerates: run `adapt --from {plan.old}` after it"
+            plan.left.append(Leftover(f"{path}:{job.line}", "regenerated", job.upstream, why))
+        jobs, text = [], start
+    started = text
     new, outcomes = resync_file(text, jobs) if jobs else (text, [])
     for outcome in outcomes:
         site = f"{path}:{outcome.line}"
@@ -151,7 +192,7 @@ def _file(plan: Plan, root: Path, path: str, jobs: list[CopyJob], moves: dict[st
     new, rewrites, left = names.rewrite(new, moves)
     plan.renamed += [(path, r) for r in rewrites]
     plan.left += [Leftover(f"{path}:{n.line}", "name", n.name, n.why) for n in left]
-    if new != text:
+    if new != started:
         plan.read[where] = data
         plan.write[where] = new.encode("utf-8")
 

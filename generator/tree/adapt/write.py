@@ -21,8 +21,8 @@ def diff(plan: Plan, root: Path) -> str:
     return "".join(out)
 
 
-def apply(plan: Plan) -> None:
-    """Write the plan; refused, with nothing written, when any of its files is not what was read."""
+def checked(plan: Plan) -> dict[Path, bytes]:
+    """The plan's files by path, to write in one transaction; refused when any is not what was read."""
     for path, was in sorted(plan.read.items()):
         try:
             now = path.read_bytes()
@@ -30,4 +30,9 @@ def apply(plan: Plan) -> None:
             now = None
         if now != was:
             raise SiteChanged(f"{path} changed on disk since adapt read it: nothing written, run adapt again")
-    write_all_or_nothing(dict(sorted(plan.write.items())))
+    return dict(sorted(plan.write.items()))
+
+
+def apply(plan: Plan) -> None:
+    """Write the plan; refused, with nothing written, when any of its files is not what was read."""
+    write_all_or_nothing(checked(plan))
