@@ -301,3 +301,24 @@ def test_the_check_refuses_a_change_merged_into_the_wrong_block() -> None:
     right = ours.replace("    else:\n        y = 1\n", "    else:\n        y = 2\n")
     assert problems(base, ours, theirs, right) == ""
     assert _merged(base, ours, theirs) == right
+
+
+def test_statements_changed_in_a_row_pair_up_so_upstreams_change_to_one_of_them_merges_inside() -> None:
+    # The copy changed two statements in a row (difflib's one replaced run); upstream changed the second's header.
+    ours = BASE.replace("total = 0", "total = 1").replace("total += req.tokens", "total += req.tokens + 1")
+    theirs = BASE.replace("for req in batch:", "for req in batch.requests:")
+    assert _merged(BASE, ours, theirs) == ours.replace("for req in batch:", "for req in batch.requests:")
+
+
+def test_upstream_reading_a_local_the_copy_removed_is_refused() -> None:
+    # Statement for statement the two sides do not touch; the result would read a name nothing binds.
+    base = "def f(self, batch):\n    pool = self.pool\n    n = len(batch)\n    return n\n"
+    ours = base.replace("    pool = self.pool\n", "")
+    theirs = base.replace("return n", "return min(n, pool.free)")
+    naive = "def f(self, batch):\n    n = len(batch)\n    return min(n, pool.free)\n"
+    assert "pool" in problems(base, ours, theirs, naive)
+    result = resync(base, ours, theirs)
+    assert isinstance(result, Conflict) and "pool" in result.reason
+    # The same change when the copy keeps its own binding of the name merges.
+    kept = base.replace("    pool = self.pool\n", "    pool = self.npu_pool\n")
+    assert _merged(base, kept, theirs) == kept.replace("return n", "return min(n, pool.free)")

@@ -175,9 +175,37 @@ class _Hunk:
     nodes: tuple[int, ...]  # the side's statements (indexes into its block)
 
 
-def _hunks(base: Sequence[str], side: Sequence[str]) -> list[_Hunk]:
-    matcher = difflib.SequenceMatcher(None, base, side, autojunk=False)
-    return [_Hunk(i1, i2, tuple(range(j1, j2))) for op, i1, i2, j1, j2 in matcher.get_opcodes() if op != "equal"]
+def _hunks(base: _Block, side: _Block, bk: Sequence[str], sk: Sequence[str]) -> list[_Hunk]:
+    """The side's changes against base; a run of replaced statements is taken apart where its statements pair up
+    by kind (``_slot``), so a statement changed in place is a hunk of its own and can meet the other side's there."""
+    out: list[_Hunk] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, bk, sk, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        if op != "replace":
+            out.append(_Hunk(i1, i2, tuple(range(j1, j2))))
+            continue
+        slots = ([_slot(n) for n in base.nodes[i1:i2]], [_slot(n) for n in side.nodes[j1:j2]])
+        for sub, a1, a2, b1, b2 in difflib.SequenceMatcher(None, *slots, autojunk=False).get_opcodes():
+            if sub == "equal":
+                out += [_Hunk(i1 + a1 + k, i1 + a1 + k + 1, (j1 + b1 + k,)) for k in range(a2 - a1)]
+            else:
+                out.append(_Hunk(i1 + a1, i1 + a2, tuple(range(j1 + b1, j1 + b2))))
+    return out
+
+
+def _slot(node: Node) -> str:
+    """What a statement is for, whatever its details: its kind, and what it assigns or calls."""
+    kind = type(node).__name__
+    if isinstance(node, ast.Assign):
+        return kind + "".join(ast.dump(t) for t in node.targets)
+    if isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        return kind + ast.dump(node.target)
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        return kind + ast.dump(node.value.func)
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return kind + node.name
+    return kind
 
 
 def _equal_map(base: Sequence[str], side: Sequence[str]) -> dict[int, int]:
@@ -221,7 +249,7 @@ class _Merger:
             side.check_lines()
         keys = {id(b): [ast.dump(n) for n in b.nodes] for b in (base, ours, theirs)}
         bk, ok, tk = keys[id(base)], keys[id(ours)], keys[id(theirs)]
-        mine, upstream = _hunks(bk, ok), _hunks(bk, tk)
+        mine, upstream = _hunks(base, ours, bk, ok), _hunks(base, theirs, bk, tk)
         stable = _equal_map(bk, ok)
         # Each hunk as (first, last, which side, hunk); combined in base order.
         tagged = sorted(
