@@ -176,8 +176,9 @@ class _Hunk:
 
 
 def _hunks(base: _Block, side: _Block, bk: Sequence[str], sk: Sequence[str]) -> list[_Hunk]:
-    """The side's changes against base; a run of replaced statements is taken apart where its statements pair up
-    by kind (``_slot``), so a statement changed in place is a hunk of its own and can meet the other side's there."""
+    """The side's changes against base. In a run of replaced statements, the statements that pair up by
+    what they are for (``_slot``) are a hunk each, so a statement changed in place can meet the other
+    side's change to it alone; the rest of the run stays whole."""
     out: list[_Hunk] = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, bk, sk, autojunk=False).get_opcodes():
         if op == "equal":
@@ -195,16 +196,17 @@ def _hunks(base: _Block, side: _Block, bk: Sequence[str], sk: Sequence[str]) -> 
 
 
 def _slot(node: Node) -> str:
-    """What a statement is for, whatever its details: its kind, and what it assigns or calls."""
+    """What a statement is for, whatever else changed in it: a compound statement's header (its body may
+    differ), what an assignment assigns, what a call statement calls; otherwise its kind alone."""
     kind = type(node).__name__
+    if isinstance(node, _COMPOUND):
+        return kind + _header_dump(node)
     if isinstance(node, ast.Assign):
         return kind + "".join(ast.dump(t) for t in node.targets)
     if isinstance(node, (ast.AnnAssign, ast.AugAssign)):
         return kind + ast.dump(node.target)
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
         return kind + ast.dump(node.value.func)
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return kind + node.name
     return kind
 
 
