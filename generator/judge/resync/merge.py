@@ -3,7 +3,8 @@
 Each block (a function's body, an ``if``'s body, ...) is a sequence of whole statements, compared
 as ``ast`` dumps (formatting and comments do not count). Each side's changes against base are
 *hunks*: a range of base's statements replaced by the side's statements (an insertion replaces
-an empty range). The hunks of the two sides are combined:
+an empty range); in a replaced run, statements that pair up by what they are for (``_slot``) are
+a hunk each. The hunks of the two sides are combined:
 
 - a hunk only one side has goes in; the same hunk on both sides goes in once;
 - two hunks whose base ranges overlap, or two different insertions at the same place, are a
