@@ -322,3 +322,19 @@ def test_upstream_reading_a_local_the_copy_removed_is_refused() -> None:
     # The same change when the copy keeps its own binding of the name merges.
     kept = base.replace("    pool = self.pool\n", "    pool = self.npu_pool\n")
     assert _merged(base, kept, theirs) == kept.replace("return n", "return min(n, pool.free)")
+
+
+def test_a_new_if_before_a_changed_one_pairs_the_old_if_by_its_test() -> None:
+    # Upstream adds an `if` before the one it changes (one replaced run); the copy changed the old one's test.
+    base = "def f(a, b, c):\n    if a:\n        x = 1\n    return x\n"
+    ours = base.replace("if a:", "if a and b:")
+    theirs = base.replace("    if a:\n        x = 1\n", "    if c:\n        return 0\n    if a:\n        x = 2\n")
+    want = "def f(a, b, c):\n    if c:\n        return 0\n    if a and b:\n        x = 2\n    return x\n"
+    assert _merged(base, ours, theirs) == want
+
+
+def test_the_same_change_on_both_sides_inside_an_else_block_goes_in_once() -> None:
+    both = ("budget = self.decode_budget", "budget = self.decode_budget // 2")
+    ours = BRANCHY.replace(*both).replace("self.count += 1", "self.count += 2")
+    theirs = BRANCHY.replace(*both).replace("if req.prefill:", "if req.is_prefill:")
+    assert _merged(BRANCHY, ours, theirs) == ours.replace("if req.prefill:", "if req.is_prefill:")
