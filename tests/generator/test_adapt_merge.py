@@ -156,3 +156,185 @@ def test_a_monkeypatch_assignment_to_a_moved_path_is_left_and_reported() -> None
     assert new == "import vllm.a\nimport vllm.b\n\nvllm.a.Name = mine  # plugin\nvllm.b.Name.run()\n"
     assert [(r.line, r.kind) for r in rewrites] == [(4, "attribute")]
     assert [(x.line, x.name) for x in left] == [(3, "vllm.a.Name")]
+
+
+# Compound statements with more than one block: each block merged by the same rule.
+
+BRANCHY = """\
+    def admit(self, req):
+        if req.prefill:
+            budget = self.prefill_budget
+            req.stage = "prefill"
+        elif req.spec:
+            budget = self.spec_budget
+        else:
+            budget = self.decode_budget
+            req.stage = "decode"
+        try:
+            slot = self.pool.take(budget)
+            self.count += 1
+        except KeyError as exc:
+            # no slot left: wait
+            self.waiting.append(req)
+            raise
+        except ValueError:
+            return None
+        else:
+            self.running.append(req)
+        finally:
+            self.tick()
+        for other in self.running:
+            other.age += 1
+        else:
+            self.last = req
+        return slot
+"""
+
+
+@pytest.mark.parametrize(
+    ("mine", "upstream"),
+    [
+        # an edit in the if's body, upstream's change in its else block
+        (
+            ("budget = self.prefill_budget", "budget = self.prefill_budget * 2"),
+            ('req.stage = "decode"', "req.stage = 2"),
+        ),
+        # an edit in the elif's body, upstream's change to the if's test
+        (("budget = self.spec_budget", "budget = self.spec_budget + 1"), ("if req.prefill:", "if req.is_prefill:")),
+        # an edit to the elif's test, upstream's change in the else block
+        (("elif req.spec:", "elif req.spec and self.spec:"), ('req.stage = "decode"', "req.stage = 2")),
+        # an edit in the try's body, upstream's change in one handler's body
+        (("self.count += 1", "self.count += 2"), ("self.waiting.append(req)", "self.waiting.appendleft(req)")),
+        # an edit to a handler's header, upstream's change in the finally block
+        (("except ValueError:", "except (ValueError, TypeError):"), ("self.tick()", "self.tick(req)")),
+        # an edit in the try's else block, upstream's change in another handler's body
+        (("self.running.append(req)", "self.running.insert(0, req)"), ("return None", "return slot")),
+        # an edit in the for's else block, upstream's change in its body
+        (("self.last = req", "self.last = other"), ("other.age += 1", "other.age += 2")),
+    ],
+)
+def test_both_sides_inside_one_compound_statement_merge_block_by_block(
+    mine: tuple[str, str], upstream: tuple[str, str]
+) -> None:
+    ours, theirs = BRANCHY.replace(*mine), BRANCHY.replace(*upstream)
+    assert ours != BRANCHY and theirs != BRANCHY
+    assert _merged(BRANCHY, ours, theirs) == ours.replace(*upstream)
+
+
+def test_upstream_adds_an_else_block_the_copy_lacks_at_the_copys_indentation() -> None:
+    # The copy is a top-level function; upstream's method gains an else block on the for loop.
+    base = BRANCHY.replace("        else:\n            self.last = req\n", "")
+    ours = textwrap.dedent(base).replace("return slot", "return slot  # ours")
+    theirs = base.replace(
+        "            other.age += 1\n", "            other.age += 1\n        else:\n            self.idle = True\n"
+    )
+    want = ours.replace("        other.age += 1\n", "        other.age += 1\n    else:\n        self.idle = True\n")
+    assert _merged(base, ours, theirs) == want
+
+
+def test_upstream_removes_a_finally_block_the_copy_edited_elsewhere() -> None:
+    ours = BRANCHY.replace("self.count += 1", "self.count += 1  # ascend")
+    ours = ours.replace("self.count += 1  #", "self.count += 3  #")
+    theirs = BRANCHY.replace("        finally:\n            self.tick()\n", "")
+    assert _merged(BRANCHY, ours, theirs) == ours.replace("        finally:\n            self.tick()\n", "")
+
+
+def test_a_comment_above_an_else_line_stays_the_copys() -> None:
+    ours = BRANCHY.replace(
+        "        else:\n            budget", "        # ascend: decode last\n        else:\n            budget"
+    )
+    ours = ours.replace("budget = self.decode_budget", "budget = self.decode_budget or 1")
+    theirs = BRANCHY.replace('req.stage = "prefill"', 'req.stage = "prefill"\n            req.seen = True')
+    assert _merged(BRANCHY, ours, theirs) == ours.replace(
+        'req.stage = "prefill"', 'req.stage = "prefill"\n            req.seen = True'
+    )
+
+
+def test_one_statement_both_sides_changed_inside_a_handler_is_a_conflict() -> None:
+    ours = BRANCHY.replace("return None", "return -1")
+    theirs = BRANCHY.replace("return None", "return 0")
+    result = resync(BRANCHY, ours, theirs)
+    assert isinstance(result, Conflict)
+    assert "None" in result.base and "-1" in result.ours and "0" in result.theirs
+    assert result.line == ours.splitlines().index("            return -1") + 1
+
+
+def test_a_header_both_sides_changed_differently_is_a_conflict() -> None:
+    ours = BRANCHY.replace("except KeyError as exc:", "except LookupError as exc:")
+    ours = ours.replace("self.count += 1", "self.count += 2")
+    theirs = BRANCHY.replace("except KeyError as exc:", "except KeyError:")
+    assert isinstance(resync(BRANCHY, ours, theirs), Conflict)
+
+
+def test_elif_on_one_side_and_else_if_on_the_other_is_not_lined_up_by_guess() -> None:
+    ours = BRANCHY.replace("        elif req.spec:\n            budget = self.spec_budget\n        else:\n", "")
+    ours = ours.replace(
+        '            budget = self.prefill_budget\n            req.stage = "prefill"\n',
+        '            budget = self.prefill_budget\n            req.stage = "prefill"\n        else:\n'
+        "            if req.spec:\n                budget = self.spec_budget\n            else:\n"
+        "                budget = self.decode_budget\n"
+        '                req.stage = "decode"\n',
+    )
+    ours = ours.replace(
+        '            budget = self.decode_budget\n            req.stage = "decode"\n        try', "        try"
+    )
+    assert ast.dump(ast.parse(textwrap.dedent(ours))) == ast.dump(ast.parse(textwrap.dedent(BRANCHY)))
+    ours = ours.replace("self.spec_budget", "self.spec_budget + 1")
+    theirs = BRANCHY.replace("if req.prefill:", "if req.is_prefill:")
+    result = resync(BRANCHY, ours, theirs)
+    assert isinstance(result, Conflict)
+    assert (result.base, result.ours, result.theirs) == (
+        "        if req.prefill:\n",
+        "        if req.prefill:\n",
+        "        if req.is_prefill:\n",
+    )
+
+
+def test_the_check_refuses_a_change_merged_into_the_wrong_block() -> None:
+    # A naive recursion that lines the if's body up with its else block would put upstream's change
+    # into the body: the statements are the same kinds, only the block differs.
+    base = "def f(x):\n    if x:\n        y = 1\n    else:\n        y = 1\n    return y\n"
+    ours = base.replace("    return y\n", "    return y + 0\n")
+    theirs = base.replace("    else:\n        y = 1\n", "    else:\n        y = 2\n")
+    wrong = ours.replace("    if x:\n        y = 1\n", "    if x:\n        y = 2\n")
+    assert problems(base, ours, theirs, wrong) != ""
+    right = ours.replace("    else:\n        y = 1\n", "    else:\n        y = 2\n")
+    assert problems(base, ours, theirs, right) == ""
+    assert _merged(base, ours, theirs) == right
+
+
+def test_statements_changed_in_a_row_pair_up_so_upstreams_change_to_one_of_them_merges_inside() -> None:
+    # The copy changed two statements in a row (difflib's one replaced run); upstream changed the second's header.
+    ours = BASE.replace("total = 0", "total = 1").replace("total += req.tokens", "total += req.tokens + 1")
+    theirs = BASE.replace("for req in batch:", "for req in batch.requests:")
+    assert _merged(BASE, ours, theirs) == ours.replace("for req in batch:", "for req in batch.requests:")
+
+
+def test_upstream_reading_a_local_the_copy_removed_is_refused() -> None:
+    # Statement for statement the two sides do not touch; the result would read a name nothing binds.
+    base = "def f(self, batch):\n    pool = self.pool\n    n = len(batch)\n    return n\n"
+    ours = base.replace("    pool = self.pool\n", "")
+    theirs = base.replace("return n", "return min(n, pool.free)")
+    naive = "def f(self, batch):\n    n = len(batch)\n    return min(n, pool.free)\n"
+    assert "pool" in problems(base, ours, theirs, naive)
+    result = resync(base, ours, theirs)
+    assert isinstance(result, Conflict) and "pool" in result.reason
+    # The same change when the copy keeps its own binding of the name merges.
+    kept = base.replace("    pool = self.pool\n", "    pool = self.npu_pool\n")
+    assert _merged(base, kept, theirs) == kept.replace("return n", "return min(n, pool.free)")
+
+
+def test_a_new_if_before_a_changed_one_pairs_the_old_if_by_its_test() -> None:
+    # Upstream adds an `if` before the one it changes (one replaced run); the copy changed the old one's test.
+    base = "def f(a, b, c):\n    if a:\n        x = 1\n    return x\n"
+    ours = base.replace("if a:", "if a and b:")
+    theirs = base.replace("    if a:\n        x = 1\n", "    if c:\n        return 0\n    if a:\n        x = 2\n")
+    want = "def f(a, b, c):\n    if c:\n        return 0\n    if a and b:\n        x = 2\n    return x\n"
+    assert _merged(base, ours, theirs) == want
+
+
+def test_the_same_change_on_both_sides_inside_an_else_block_goes_in_once() -> None:
+    both = ("budget = self.decode_budget", "budget = self.decode_budget // 2")
+    ours = BRANCHY.replace(*both).replace("self.count += 1", "self.count += 2")
+    theirs = BRANCHY.replace(*both).replace("if req.prefill:", "if req.is_prefill:")
+    assert _merged(BRANCHY, ours, theirs) == ours.replace("if req.prefill:", "if req.is_prefill:")

@@ -8,6 +8,10 @@ result that passes holds every one of upstream's changes from A to B, none of th
 removed, and every one of the copy's own edits, in their places. Where the two sides' changes
 touch the same statements at this flat level the check cannot say what the result should be,
 and refuses (the merge's result is then a conflict, never a write).
+
+Statements can combine cleanly and still not fit: upstream's new statement reads a local the copy
+no longer binds (a parameter or an assignment it removed). So the result must read no name
+unbound that neither the copy nor B's function reads unbound.
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ from collections.abc import Sequence
 from generator.judge import provenance
 
 
-def _keys(text: str) -> tuple[int, ...] | None:
-    """The statement keys of the one function ``text`` holds, or None when it is not one parsing function."""
+def _function(text: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The one function ``text`` holds, or None when it is not one parsing function."""
     first = next((line for line in text.splitlines() if line.strip()), "")
     indented = first[:1] in (" ", "\t")
     try:
@@ -34,7 +38,38 @@ def _keys(text: str) -> tuple[int, ...] | None:
         body = body[0].body
     if len(body) != 1 or not isinstance(body[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
-    return provenance.reduce(body[0]).keys  # type: ignore[arg-type]
+    return body[0]
+
+
+def _keys(text: str) -> tuple[int, ...] | None:
+    """The statement keys of the one function ``text`` holds, or None when it is not one parsing function."""
+    func = _function(text)
+    return None if func is None else provenance.reduce(func).keys  # type: ignore[arg-type]
+
+
+def _unbound(func: ast.AST) -> set[str]:
+    """The names a function reads that nothing in it binds: globals, builtins, closures, and its mistakes.
+
+    Any binding anywhere in the function counts (a comprehension's variable too): a looser reading,
+    so a name found here is surely unbound in the function."""
+    read: set[str] = set()
+    bound: set[str] = set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not func:
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bound.add(node.rest)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(node.names)
+    return read - bound
 
 
 def _changes(base: Sequence[int], side: Sequence[int]) -> list[tuple[int, int, tuple[int, ...]]]:
@@ -87,4 +122,9 @@ def problems(base: str, ours: str, theirs: str, result: str) -> str:
         diff = _changes(want, r)
         first = diff[0][0] + 1 if diff else 0
         return f"the merged copy is not base with both sides' changes (first difference at statement {first})"
+    mine, upstream, merged = (_function(text) for text in (ours, theirs, result))
+    if mine is not None and upstream is not None and merged is not None:
+        new = _unbound(merged) - _unbound(mine) - _unbound(upstream)
+        if new:
+            return f"the merged copy reads {', '.join(sorted(new))} which nothing in it binds (one side removed it)"
     return ""

@@ -3,13 +3,16 @@
 Each block (a function's body, an ``if``'s body, ...) is a sequence of whole statements, compared
 as ``ast`` dumps (formatting and comments do not count). Each side's changes against base are
 *hunks*: a range of base's statements replaced by the side's statements (an insertion replaces
-an empty range). The hunks of the two sides are combined:
+an empty range); in a replaced run, statements that pair up by what they are for (``_slot``) are
+a hunk each. The hunks of the two sides are combined:
 
 - a hunk only one side has goes in; the same hunk on both sides goes in once;
 - two hunks whose base ranges overlap, or two different insertions at the same place, are a
-  conflict, except one statement both sides changed that is a compound statement on all three
-  (an ``if``, ``for``, ``with``, ``def``... with no ``else``/``except`` part): then its header and its
-  body are merged in turn, so an edit and a change inside the same block can both go in;
+  conflict, except one statement both sides changed that is a compound statement of the same kind
+  on all three (``if``/``elif``/``else``, ``for``/``while`` with ``else``, ``try`` with its
+  ``except`` handlers, ``else`` and ``finally``, ``with``, ``def``; one ``except`` handler): then
+  its header and each of its blocks are merged in turn, so an edit and a change inside the same
+  statement can both go in;
 - an insertion at the edge of the other side's replaced range goes before it (at its start) or
   after it (at its end).
 
@@ -27,9 +30,26 @@ import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# Fields holding nested statements; a statement whose only non-empty one is ``body`` can be merged inside.
+# Fields holding nested statements: a compound statement's header is everything else.
 _BLOCKS = ("body", "handlers", "orelse", "finalbody", "cases")
-_COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.FunctionDef, ast.AsyncFunctionDef)
+# The statements merged inside when both sides changed them (``match`` is not: its cases have no line of their own).
+_COMPOUND = (
+    ast.If,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.With,
+    ast.AsyncWith,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.Try,
+    ast.TryStar,
+    ast.ExceptHandler,
+)
+# The blocks after ``body``, in source order, with the line that opens each ("" when its statements
+# open themselves: each ``except`` handler is a statement of the ``handlers`` block).
+_AFTER_BODY = (("handlers", ""), ("orelse", "else:"), ("finalbody", "finally:"))
+Node = ast.stmt | ast.excepthandler
 
 
 class MergeConflict(Exception):
@@ -79,12 +99,12 @@ def parse_function(text: str) -> Side:
     return Side(lines, funcs[0], 1 if indented else 0)
 
 
-def _start(node: ast.stmt) -> int:
+def _start(node: Node) -> int:
     decorators = getattr(node, "decorator_list", None) or []
     return min([node.lineno, *(d.lineno for d in decorators)])
 
 
-def _header_end(side: Side, node: ast.stmt) -> int:
+def _header_end(side: Side, node: Node) -> int:
     """The last line of a compound statement's header: the line holding its colon.
 
     ``ast`` gives no position for the colon (nor for ``arguments``), so the header's last node is
@@ -106,7 +126,7 @@ def _header_end(side: Side, node: ast.stmt) -> int:
     return max(ends)
 
 
-def _header_dump(node: ast.stmt) -> str:
+def _header_dump(node: Node) -> str:
     head = copy.copy(node)
     for field in _BLOCKS:
         if isinstance(getattr(head, field, None), list):
@@ -114,7 +134,7 @@ def _header_dump(node: ast.stmt) -> str:
     return ast.dump(head)
 
 
-def _indent_of(side: Side, node: ast.stmt) -> str:
+def _indent_of(side: Side, node: Node) -> str:
     line = side.line(_start(node))
     return line[: len(line) - len(line.lstrip(" \t"))]
 
@@ -132,7 +152,7 @@ class _Block:
     """A block of statements in one side, with the line after which its first statement's text starts."""
 
     side: Side
-    nodes: tuple[ast.stmt, ...]
+    nodes: tuple[Node, ...]
     after: int  # the header's last line: comments between it and the first statement belong to the first
 
     def text(self, index: int) -> list[str]:
@@ -156,9 +176,39 @@ class _Hunk:
     nodes: tuple[int, ...]  # the side's statements (indexes into its block)
 
 
-def _hunks(base: Sequence[str], side: Sequence[str]) -> list[_Hunk]:
-    matcher = difflib.SequenceMatcher(None, base, side, autojunk=False)
-    return [_Hunk(i1, i2, tuple(range(j1, j2))) for op, i1, i2, j1, j2 in matcher.get_opcodes() if op != "equal"]
+def _hunks(base: _Block, side: _Block, bk: Sequence[str], sk: Sequence[str]) -> list[_Hunk]:
+    """The side's changes against base. In a run of replaced statements, the statements that pair up by
+    what they are for (``_slot``) are a hunk each, so a statement changed in place can meet the other
+    side's change to it alone; the rest of the run stays whole."""
+    out: list[_Hunk] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, bk, sk, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        if op != "replace":
+            out.append(_Hunk(i1, i2, tuple(range(j1, j2))))
+            continue
+        slots = ([_slot(n) for n in base.nodes[i1:i2]], [_slot(n) for n in side.nodes[j1:j2]])
+        for sub, a1, a2, b1, b2 in difflib.SequenceMatcher(None, *slots, autojunk=False).get_opcodes():
+            if sub == "equal":
+                out += [_Hunk(i1 + a1 + k, i1 + a1 + k + 1, (j1 + b1 + k,)) for k in range(a2 - a1)]
+            else:
+                out.append(_Hunk(i1 + a1, i1 + a2, tuple(range(j1 + b1, j1 + b2))))
+    return out
+
+
+def _slot(node: Node) -> str:
+    """What a statement is for, whatever else changed in it: a compound statement's header (its body may
+    differ), what an assignment assigns, what a call statement calls; otherwise its kind alone."""
+    kind = type(node).__name__
+    if isinstance(node, _COMPOUND):
+        return kind + _header_dump(node)
+    if isinstance(node, ast.Assign):
+        return kind + "".join(ast.dump(t) for t in node.targets)
+    if isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        return kind + ast.dump(node.target)
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        return kind + ast.dump(node.value.func)
+    return kind
 
 
 def _equal_map(base: Sequence[str], side: Sequence[str]) -> dict[int, int]:
@@ -166,12 +216,27 @@ def _equal_map(base: Sequence[str], side: Sequence[str]) -> dict[int, int]:
     return {i1 + k: j1 + k for op, i1, i2, j1, _ in matcher.get_opcodes() if op == "equal" for k in range(i2 - i1)}
 
 
-def _mergeable_inside(*nodes: ast.stmt) -> bool:
-    kind = type(nodes[0])
-    return all(
-        type(n) is kind and isinstance(n, _COMPOUND) and all(not getattr(n, f, None) for f in _BLOCKS if f != "body")
-        for n in nodes
-    )
+def _mergeable_inside(*nodes: Node) -> bool:
+    return isinstance(nodes[0], _COMPOUND) and all(type(n) is type(nodes[0]) for n in nodes)
+
+
+def _end(node: Node) -> int:
+    return int(node.end_lineno or node.lineno)
+
+
+def _keyword_line(side: Side, after: int, first: Node, keyword: str) -> int:
+    """The line of ``else:`` / ``finally:`` between a block's end and the next block's first statement."""
+    for number in range(after + 1, _start(first)):
+        if side.line(number).split("#", 1)[0].strip() == keyword:
+            return number
+    raise Unmergeable(f"line {_start(first) - side.offset} follows no {keyword!r} line of its own")
+
+
+def _is_elif(side: Side, orelse: Sequence[Node]) -> bool:
+    """An ``if``'s else block written ``elif``: one ``if`` whose own line opens with ``elif``."""
+    if len(orelse) != 1 or not isinstance(orelse[0], ast.If):
+        return False
+    return side.line(orelse[0].lineno)[orelse[0].col_offset :].startswith("elif")
 
 
 class _Merger:
@@ -187,7 +252,7 @@ class _Merger:
             side.check_lines()
         keys = {id(b): [ast.dump(n) for n in b.nodes] for b in (base, ours, theirs)}
         bk, ok, tk = keys[id(base)], keys[id(ours)], keys[id(theirs)]
-        mine, upstream = _hunks(bk, ok), _hunks(bk, tk)
+        mine, upstream = _hunks(base, ours, bk, ok), _hunks(base, theirs, bk, tk)
         stable = _equal_map(bk, ok)
         # Each hunk as (first, last, which side, hunk); combined in base order.
         tagged = sorted(
@@ -267,25 +332,59 @@ class _Merger:
             return _start(ours.nodes[later[0]])
         return int(ours.nodes[-1].end_lineno or ours.after) if ours.nodes else ours.after
 
-    def statement(self, b: ast.stmt, o: ast.stmt, t: ast.stmt, indent: str) -> list[str]:
-        """A compound statement both sides changed: header from whichever side changed it, body merged."""
+    def statement(self, b: Node, o: Node, t: Node, indent: str) -> list[str]:
+        """A compound statement both sides changed: header from whichever side changed it, each block merged."""
+        sides = (self.base, self.ours, self.theirs)
+        nodes = (b, o, t)
         heads = (_header_dump(b), _header_dump(o), _header_dump(t))
-        o_head = self.ours.span(_start(o), _header_end(self.ours, o))
-        t_head = self.theirs.span(_start(t), _header_end(self.theirs, t))
+        ends = [_header_end(side, n) for side, n in zip(sides, nodes, strict=True)]
+        b_head = self.base.span(_start(b), ends[0])
+        o_head = self.ours.span(_start(o), ends[1])
+        t_head = self.theirs.span(_start(t), ends[2])
         if heads[1] == heads[2] or heads[2] == heads[0]:
-            head = o_head
+            out = o_head
         elif heads[1] == heads[0]:
-            head = _reindent(t_head, _indent_of(self.theirs, t), indent)
+            out = _reindent(t_head, _indent_of(self.theirs, t), indent)
         else:
-            raise self._conflict(self.base.span(_start(b), _header_end(self.base, b)), o_head, t_head, _start(o))
-        inner = _indent_of(self.ours, o.body[0])  # type: ignore[attr-defined]
-        body = self.block(
-            _Block(self.base, tuple(b.body), _header_end(self.base, b)),  # type: ignore[attr-defined]
-            _Block(self.ours, tuple(o.body), _header_end(self.ours, o)),  # type: ignore[attr-defined]
-            _Block(self.theirs, tuple(t.body), _header_end(self.theirs, t)),  # type: ignore[attr-defined]
-            inner,
-        )
-        return head + body
+            raise self._conflict(b_head, o_head, t_head, _start(o))
+        bodies = [_field(n, "body") for n in nodes]
+        inner = _indent_of(self.ours, bodies[1][0])
+        out += self.block(*_blocks(sides, bodies, ends), inner)
+        ends = [_end(body[-1]) for body in bodies]
+        for field, keyword in _AFTER_BODY:
+            blocks = [_field(n, field) for n in nodes]
+            if not any(blocks):
+                continue
+            if field == "orelse" and isinstance(o, ast.If):
+                forms = {_is_elif(s, blk) for s, blk in zip(sides, blocks, strict=True) if blk}
+                if len(forms) > 1:  # `elif` on one side, `else:` on another: their texts do not line up
+                    raise self._conflict(b_head, o_head, t_head, _start(o))
+                keyword = "" if forms == {True} else keyword
+            opened = [
+                _keyword_line(s, e, blk[0], keyword) if keyword and blk else e
+                for s, e, blk in zip(sides, ends, blocks, strict=True)
+            ]
+            indent_in = (_indent_of(self.ours, blocks[1][0]) if blocks[1] else inner) if keyword else indent
+            merged = self.block(*_blocks(sides, blocks, opened), indent_in)
+            if merged:  # a block both sides left empty, or emptied, opens with no line at all
+                if blocks[1]:
+                    out += self.ours.span(ends[1] + 1, opened[1])
+                else:
+                    out += _reindent(self.theirs.span(ends[2] + 1, opened[2]), _indent_of(self.theirs, t), indent)
+                out += merged
+            ends = [_end(blk[-1]) if blk else e for blk, e in zip(blocks, ends, strict=True)]
+        return out
+
+
+def _field(node: Node, field: str) -> tuple[Node, ...]:
+    return tuple(getattr(node, field, None) or ())
+
+
+def _blocks(
+    sides: Sequence[Side], blocks: Sequence[tuple[Node, ...]], after: Sequence[int]
+) -> tuple[_Block, _Block, _Block]:
+    base, ours, theirs = (_Block(s, blk, at) for s, blk, at in zip(sides, blocks, after, strict=True))
+    return base, ours, theirs
 
 
 def _overlaps(a1: int, a2: int, b1: int, b2: int) -> bool:
