@@ -217,6 +217,7 @@ def suite(args: argparse.Namespace, command: str) -> int:
         peeling, at_peeled = peeled
         doc["peeled"] = results.peeled_part(
             {"limit": args.peel_limit, **peeling.to_json()},
+            at_from,
             at_peeled,
             attribute.attribute(outcomes.bump_failures(at_from, at_peeled), couplings),
             breaks,

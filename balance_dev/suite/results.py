@@ -7,7 +7,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 
 from balance_dev.suite.attribute import GONE, Attributed, Coupling
-from balance_dev.suite.outcomes import Outcome, SuiteRun, module_of
+from balance_dev.suite.outcomes import Outcome, SuiteRun, collect_error_for, module_of
 
 CLASSES = ("breaks", "review", "info", "unjudged", "nothing")
 
@@ -89,8 +89,19 @@ def document(
     return doc
 
 
+def absent_at_to(at_from: SuiteRun, at_to: SuiteRun) -> list[str]:
+    """Tests passing at A that B neither ran nor failed to collect (a parametrization over a stand-in that
+    collected to nothing, say): not counted as the bump's failures, counted here."""
+    return [
+        test
+        for test, before in sorted(at_from.tests.items())
+        if before.outcome == "passed" and test not in at_to.tests and collect_error_for(at_to, test) is None
+    ]
+
+
 def peeled_part(
     peeling: Mapping[str, object],
+    at_from: SuiteRun,
     at_peeled: SuiteRun,
     attributed: list[Attributed],
     breaks: list[Coupling],
@@ -105,6 +116,8 @@ def peeled_part(
     on_stand_ins = Counter(m[1] for a in attributed if (m := GONE.match(a.error)))
     doc["failing_on_a_stand_in"] = sum(on_stand_ins.values())
     doc["failing_by_stand_in"] = dict(sorted(on_stand_ins.items(), key=lambda item: (-item[1], item[0])))
+    absent = absent_at_to(at_from, at_peeled)
+    doc["absent_at_to"] = {"tests": len(absent), "first": absent[:20]}
     doc["timeouts"] = at_peeled.timeouts()
     doc["collection_uses"] = uses
     doc["failure_groups"] = groups(attributed)

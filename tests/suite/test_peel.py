@@ -43,6 +43,10 @@ TREE = {
         "def test_mine():\n    assert patches.Mine().own() == 3\n"
     ),
     "tests/ut/sub/__init__.py": "",
+    "tests/ut/sub/test_c.py": (
+        "import pytest\nfrom vllm.utils import MODES\n\n\n"
+        '@pytest.mark.parametrize("mode", MODES)\ndef test_mode(mode):\n    assert mode\n'
+    ),
     "tests/ut/sub/test_b.py": (
         "from vllm.utils import gone_fn\n\n\n"
         "def test_untouched():\n    assert sum([1, 1]) == 2\n\n\n"
@@ -51,7 +55,7 @@ TREE = {
 }
 UTILS_A = (
     "class Base:\n    def forward(self):\n        return 1\n\n\n"
-    "def helper():\n    return 1\n\n\ndef gone_fn():\n    return 2\n"
+    "def helper():\n    return 1\n\n\ndef gone_fn():\n    return 2\n\n\nMODES = ('a', 'b')\n"
 )
 RELEASES = {
     "A": {
@@ -60,7 +64,7 @@ RELEASES = {
         "vllm/configs/v4.py": "class Config:\n    pass\n",
         "vllm/utils.py": UTILS_A,
     },
-    # B: the module vllm.configs.v4 is gone, and vllm.utils lost Base and gone_fn
+    # B: the module vllm.configs.v4 is gone, and vllm.utils lost Base, gone_fn and MODES
     "B": {"vllm/__init__.py": "", "vllm/configs/__init__.py": "", "vllm/utils.py": "def helper():\n    return 1\n"},
 }
 COUPLINGS = [
@@ -69,7 +73,7 @@ COUPLINGS = [
     {"kind": "import", "site": "plugin/patches.py:2", "upstream": "vllm.utils.helper", "status": "unchanged"},
 ]
 GONE = "GoneAtB: {} is not in vLLM B (peeled; imported at {}, used: {})"
-TEST_B = "tests/ut/sub/test_b.py"
+TEST_B, TEST_C = "tests/ut/sub/test_b.py", "tests/ut/sub/test_c.py"
 
 
 def write(root: Path, files: dict[str, str]) -> None:
@@ -91,7 +95,7 @@ def test_peeling_runs_past_each_blocker_in_order(tmp_path: Path) -> None:
     at_from = run.run_suite("at-from", python, tree, work, tests, 60, extra_env=env_at(tmp_path, "A"))
     env_b = env_at(tmp_path, "B")
     at_to = run.run_suite("at-vB", python, tree, work, tests, 60, extra_env=env_b)
-    assert at_from.count("passed") == 5 and not at_from.collect_errors
+    assert at_from.count("passed") == 7 and not at_from.collect_errors
     assert not at_to.tests and list(at_to.collect_errors) == ["tests/ut/"]  # the unpeeled truth: a stop
 
     peeling, peeled = peel.run_peeled("at-vB", python, tree, work, tests, 60, at_to, extra_env=env_b)
@@ -100,7 +104,8 @@ def test_peeling_runs_past_each_blocker_in_order(tmp_path: Path) -> None:
         (1, "vllm.configs.v4", "tests/ut/", "ModuleNotFoundError: No module named 'vllm.configs.v4'"),
         (2, "vllm.utils.Base", "tests/ut/", "ImportError: cannot import name 'Base' from 'vllm.utils'"),
         (3, "vllm.utils.gone_fn", TEST_B, "ImportError: cannot import name 'gone_fn' from 'vllm.utils'"),
-    ]
+        (3, "vllm.utils.MODES", TEST_C, "ImportError: cannot import name 'MODES' from 'vllm.utils'"),
+    ]  # the test modules' blockers: one round
     assert (peeling.rounds, peeling.stopped, peeling.left) == (3, "collects", [])
     assert {t.rsplit("::", 1)[1]: (o.outcome, o.error) for t, o in peeled.tests.items()} == {
         "test_plain": ("passed", ""),
@@ -108,12 +113,14 @@ def test_peeling_runs_past_each_blocker_in_order(tmp_path: Path) -> None:
         "test_mine": ("failed", GONE.format("vllm.utils.Base", "plugin/patches.py:2", "subclass Mine()")),
         "test_untouched": ("passed", ""),
         "test_gone": ("failed", GONE.format("vllm.utils.gone_fn", f"{TEST_B}:1", "()")),
+        "test_mode[NOTSET]": ("skipped", "Skipped: got empty parameter set for (mode)"),  # MODES iterated: empty
     }
-    # ORIGINAL = Base.forward ran while collecting: absorbed, and said so
-    assert peel.collection_uses(work, "at-vB") == [
-        {"name": "vllm.utils.Base", "imported_at": "plugin/patches.py:2", "use": ".forward",
-         "where": "plugin/patches.py:4", "count": 1},
-    ]  # fmt: skip
+    # ORIGINAL = Base.forward and parametrize over MODES ran while collecting: absorbed, and said so
+    assert [(u["name"], u["imported_at"], u["use"]) for u in peel.collection_uses(work, "at-vB")] == [
+        ("vllm.utils.Base", "plugin/patches.py:2", ".forward"),
+        ("vllm.utils.MODES", f"{TEST_C}:2", " iterated"),
+    ]
+    assert peel.collection_uses(work, "at-vB")[0]["where"] == "plugin/patches.py:4"
     # nothing of the tree changed: the stand-ins live in the pytest process only
     assert all((tree / name).read_text("utf-8") == text for name, text in TREE.items())
 
@@ -129,8 +136,9 @@ def test_peeling_runs_past_each_blocker_in_order(tmp_path: Path) -> None:
         attribute.Coupling(c.kind, c.site, c.upstream, c.status, "breaks", c.scope) for c in couplings
     ]  # impact's verdicts, written here
     named = attribute.attribute(outcomes.bump_failures(at_from, peeled), judged)
-    part = results.peeled_part(peeling.to_json(), peeled, named, judged, judged[:1], [])
+    part = results.peeled_part(peeling.to_json(), at_from, peeled, named, judged, judged[:1], [])
     assert (part["bump_failures"], part["failing_on_a_stand_in"]) == (3, 3)
+    assert part["absent_at_to"] == {"tests": 2, "first": [f"{TEST_C}::test_mode[a]", f"{TEST_C}::test_mode[b]"]}
     assert part["by_verdict"] == {"breaks": 2, "review": 0, "info": 0, "unjudged": 0, "nothing": 1}
     assert (part["breaks_executed_at_from"], part["breaks_executed_failing_at_to"]) == (1, 1)
     doc = {"from": "vA", "to": "vB", "peeled": part, "failures": []}

@@ -80,7 +80,8 @@ class _Gone(type):
 
     def __getattr__(cls, attr: str) -> Any:
         if attr.startswith(PROBES):  # Python's, pytest's and mock's probes: plainly absent
-            raise AttributeError(attr)
+            gone = cls._gone_name
+            raise AttributeError(f"stand-in for {gone} (not in vLLM B) has no attribute {attr!r}")
         return _use(cls, f".{attr}")
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
