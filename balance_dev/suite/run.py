@@ -6,7 +6,8 @@ environment below. Added here, none of which changes an outcome: ``-p balance_su
 ``-p no:cacheprovider`` (nothing written into the tree), pytest-timeout's per-test ``--timeout`` (a hang
 fails that test and the run goes on), ``--color=no`` (a readable log), ``--continue-on-collection-errors``
 (a module that does not import fails its own tests only; their CI stops there) and, at A, ``coverage run``
-limited to the tree's own files (which coupling sites the tests execute).
+limited to the tree's own files (which coupling sites the tests execute). A peeled run at B (peel.py) adds
+``-p balance_suite_peel`` and the stand-ins' file: that run alone is not their CI's, and says so.
 """
 
 from __future__ import annotations
