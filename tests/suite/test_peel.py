@@ -121,6 +121,9 @@ def test_peeling_runs_past_each_blocker_in_order(tmp_path: Path) -> None:
         ("vllm.utils.MODES", f"{TEST_C}:2", " iterated"),
     ]
     assert peel.collection_uses(work, "at-vB")[0]["where"] == "plugin/patches.py:4"
+    # --reuse-runs judges the same peels and outcomes again from WORK
+    reread = peel.reread_peeled("at-vB", tree, work, at_to)
+    assert reread is not None and reread[0].to_json() == peeling.to_json() and reread[1].tests == peeled.tests
     # nothing of the tree changed: the stand-ins live in the pytest process only
     assert all((tree / name).read_text("utf-8") == text for name, text in TREE.items())
 
