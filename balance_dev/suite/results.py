@@ -47,11 +47,15 @@ def scores(
         a.hits[0].status if len({h.status for h in a.hits}) == 1 else "several" for a in attributed if a.hits
     )
     doc["by_status"] = dict(sorted(statuses.items()))
+    # item 4's goals: >= 90% of the failures on a breaks or review coupling, >= 80% of the executed breaks fail
+    judged = by_class.get("breaks", 0) + by_class.get("review", 0)
+    doc["breaks_or_review_share"] = round(judged / len(attributed), 3) if attributed else None
     doc["breaks_couplings"] = len(breaks)
     if breaks_run is not None:
         failing = [c for c in breaks_run if (c.site, c.upstream) in hit_sites]
         doc["breaks_executed_at_from"] = len(breaks_run)
         doc["breaks_executed_failing_at_to"] = len(failing)
+        doc["breaks_executed_failing_share"] = round(len(failing) / len(breaks_run), 3) if breaks_run else None
     return doc
 
 
@@ -285,6 +289,10 @@ def _groups_table(found: list[dict[str, object]]) -> list[str]:
     return lines
 
 
+def _percent(share: object) -> str:
+    return "n/a" if share is None else f"{100 * float(str(share)):.0f}%"
+
+
 def _peeled_markdown(peeled: Mapping[str, object], label_from: str, label_to: str) -> list[str]:
     """The run at B past each blocking import: what the maintainer sees once each blocker is fixed."""
     c, peels, by_verdict = peeled["at_to"], peeled["peels"], peeled["by_verdict"]
@@ -294,12 +302,14 @@ def _peeled_markdown(peeled: Mapping[str, object], label_from: str, label_to: st
         f"**Peeled**: {len(peels)} imports of names {label_to} no longer has replaced by stand-ins, one blocker "
         f"at a time ({peeled['stopped']}): collected {c['collected']}, passed {c['passed']}, failed {c['failed']}, "
         f"errors {c['errors']}, skipped {c['skipped']}. {peeled['bump_failures']} bump failures "
-        f"({peeled['failing_on_a_stand_in']} on a stand-in); by the strongest verdict: {counted}.",
+        f"({peeled['failing_on_a_stand_in']} on a stand-in); by the strongest verdict: {counted} "
+        f"(on `breaks` or `review`: {_percent(peeled['breaks_or_review_share'])}).",
     ]
     if "breaks_executed_at_from" in peeled:
         lines[-1] += (
             f" Of {peeled['breaks_executed_at_from']} `breaks` couplings executed at {label_from}, a failure at "
-            f"{label_to} hits {peeled['breaks_executed_failing_at_to']}."
+            f"{label_to} hits {peeled['breaks_executed_failing_at_to']} "
+            f"({_percent(peeled['breaks_executed_failing_share'])})."
         )
     if peels:
         lines += ["", "| peel | gone at " + label_to + " | asked for by |", "|---|---|---|"]

@@ -144,6 +144,7 @@ def test_peeling_runs_past_each_blocker_in_order(tmp_path: Path) -> None:
     assert part["absent_at_to"] == {"tests": 2, "first": [f"{TEST_C}::test_mode[a]", f"{TEST_C}::test_mode[b]"]}
     assert part["by_verdict"] == {"breaks": 2, "review": 0, "info": 0, "unjudged": 0, "nothing": 1}
     assert (part["breaks_executed_at_from"], part["breaks_executed_failing_at_to"]) == (1, 1)
+    assert (part["breaks_or_review_share"], part["breaks_executed_failing_share"]) == (0.667, 1.0)
     doc = {"from": "vA", "to": "vB", "peeled": part, "failures": []}
     assert '   {"test": "tests/ut/sub/test_b.py::test_gone"' in results.dumps(doc)  # one failure a line
 
