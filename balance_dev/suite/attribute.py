@@ -7,7 +7,9 @@ result:
 
 - ``name``: an ImportError, ModuleNotFoundError or AttributeError names a vLLM name (``cannot import name
   'X' from 'M'``, ``No module named 'M'``, ``module 'M' has no attribute 'X'``, ``'C' object has no
-  attribute 'X'``): the couplings of that name (or under it) at a file of the traceback;
+  attribute 'X'``): the couplings of that name (or under it) at a file of the traceback; a peeled run's
+  ``GoneAtB: M.X is not in vLLM B (peeled; imported at P:L, ...)`` (peel.py): the couplings of ``M.X`` (or
+  under it) in the file ``P`` that imported it (the import ran at collection, outside the test's traceback);
 - ``frame``: a traceback frame inside a coupling's scope (its import statement, its copied or overriding
   function, its patch statement and the patch's function); not the other names of an import statement
   whose error names one (``from m import (A, B)`` failing on ``B`` names ``B`` only);
@@ -28,7 +30,8 @@ from dataclasses import dataclass
 from balance_dev.suite.outcomes import Frame, Outcome
 from balance_dev.suite.scopes import Scope
 
-NAME_ERRORS = ("ImportError", "ModuleNotFoundError", "AttributeError")
+NAME_ERRORS = ("ImportError", "ModuleNotFoundError", "AttributeError", "GoneAtB")
+GONE = re.compile(r"^GoneAtB: ([\w.]+) is not in vLLM B \(peeled; imported at (\S+?):\d+")
 CANNOT_IMPORT = re.compile(r"cannot import name '([\w.]+)' from '([\w.]+)'")
 NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 MODULE_ATTR = re.compile(r"module '([\w.]+)' has no attribute '(\w+)'")
@@ -109,6 +112,8 @@ def named(error: str) -> tuple[list[str], list[str]]:
     """(full vLLM names, ``Class.attr`` suffixes) an error line names."""
     if not error.startswith(NAME_ERRORS):
         return [], []
+    if match := GONE.match(error):
+        return [match[1]], []
     if match := CANNOT_IMPORT.search(error):
         return [f"{match[2]}.{match[1]}"], []
     if match := NO_MODULE.search(error):
@@ -135,6 +140,8 @@ def _attribute(failure: Outcome, by_path: Mapping[str, list[Coupling]]) -> Attri
     """Every rule needs the coupling's site in a file of the traceback, but an override named by a
     TypeError: only those couplings are looked at (a failure's frames touch a handful of files)."""
     files = {frame.path for frame in failure.frames} | {failure.test.split("::", 1)[0]}
+    if gone := GONE.match(failure.error):
+        files.add(gone[2])  # where the stand-in was imported: the coupling's file
     full, suffixes = named(failure.error)
     call = CALL.match(failure.error)
     callee = call[1].removesuffix(".__init__") if call else ""

@@ -2,7 +2,7 @@
 
     python -m balance_dev.suite [--version 0.30.0rc2] [--to v0.33.0] [--tests tests/ut] [--timeout 120]
                                 [--work build/suite] [--venvs .venv-suite] [--out FILE] [--no-coverage]
-                                [--reuse-runs] [--impact-json FILE] [--amend-plan PLAN]
+                                [--reuse-runs] [--impact-json FILE] [--amend-plan PLAN] [--no-peel] [--peel-limit N]
 
 1. vllm-ascend VERSION's sdist from the package index (cached, held to its sha256), extracted fresh once
    (`make downstream`'s tree: their files byte-identical, plus the _build_info.py their setup.py writes).
@@ -13,6 +13,9 @@
    fails its own tests, not the whole run (their CI stops at the first; we want every test's outcome).
 4. ``impact --from A --to B --format json`` on the tree (this checkout's generator), the bump's failures
    (pass at A, fail or error at B) attributed to its couplings (attribute.py), the report written to OUT.
+5. Peeling (peel.py; ``--no-peel`` skips it): at B, each import of a vLLM name B no longer has that stops
+   collection (their conftest's, a test module's) gets a stand-in, one blocker at a time (at most
+   ``--peel-limit``), then the suite runs at B again with them; the report's ``peeled`` part scores it.
 
 WORK keeps the run at A (``at-from.*``: records, log, meta, coverage), one per B (``at-vB.*``) and
 ``impact-vB.json``; ``--reuse-runs`` judges again what WORK holds and makes only what it lacks (another
@@ -38,7 +41,7 @@ from pathlib import Path
 
 from balance_dev import downstream, plan_amend
 from balance_dev.downstream import REPO_ROOT, HarnessError, say
-from balance_dev.suite import attribute, outcomes, results, run, scopes, venvs
+from balance_dev.suite import attribute, outcomes, peel, results, run, scopes, venvs
 from generator.errors import PatchgenError
 from generator.sources import index
 from generator.tags import version_of
@@ -65,9 +68,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--amend-plan", type=Path, help="put the report's markdown into this bump plan's pull request body"
     )
+    parser.add_argument("--no-peel", action="store_true", help="no run at B past its blocking imports")
+    parser.add_argument(
+        "--peel-limit", type=int, default=peel.DEFAULT_LIMIT, help="most stand-ins peeling makes (%(default)s)"
+    )
     args = parser.parse_args(argv)
     if not re.fullmatch(r"[0-9][0-9a-z.]*", args.version) or not re.fullmatch(r"v?[0-9][0-9a-z.]*", args.to):
         parser.error("--version and --to take release versions (0.30.0rc2, v0.33.0)")
+    if args.peel_limit < 1:
+        parser.error("--peel-limit takes a number of stand-ins, at least 1 (or --no-peel)")
     args.tests = args.tests or ["tests/ut"]
     args.out = Path(args.out or DEFAULT_OUT.format(version=args.version))
     args.work, args.venvs, args.out = (
@@ -146,7 +155,11 @@ def suite(args: argparse.Namespace, command: str) -> int:
     vllm_from, vllm_to = downstream.pinned_vllm(tree), version_of(args.to) if args.to.startswith("v") else args.to
     label_to = f"at-v{vllm_to}"  # WORK keeps one run at A and one per B: --reuse-runs --to C runs only C
     reuse = {label for label in ("at-from", label_to) if args.reuse_runs and run.has_run(label, work)}
-    if label_to not in reuse and not has_wheel(vllm_to):
+    peeled = None  # (peeling, the run at B with its stand-ins), when --reuse-runs finds them
+    if label_to in reuse and not args.no_peel:
+        peeled = peel.reread_peeled(label_to, tree, work, run.reread(label_to, tree, work))
+    need_to = label_to not in reuse or (peeled is None and not args.no_peel)
+    if need_to and not has_wheel(vllm_to):
         say(f"error: vLLM {vllm_to} has no wheel on the package index to install on CPU torch")
         return 5
     started = time.monotonic()
@@ -154,7 +167,7 @@ def suite(args: argparse.Namespace, command: str) -> int:
     python_from, python_to = venv_from / "bin" / "python", venv_to / "bin" / "python"
     if "at-from" not in reuse:
         python_from = venvs.ensure_suite_venv(venv_from, vllm_from, tree, work / f"install-{vllm_from}.log")
-    if label_to not in reuse:
+    if need_to:
         python_to = venvs.ensure_suite_venv(venv_to, vllm_to, tree, work / f"install-{vllm_to}.log")
     setup_seconds = time.monotonic() - started
     coverage_file = None if args.no_coverage else work / "at-from.coverage"
@@ -170,6 +183,8 @@ def suite(args: argparse.Namespace, command: str) -> int:
         at_to = run.reread(label_to, tree, work)
     else:
         at_to = run.run_suite(label_to, python_to, tree, work, args.tests, args.timeout)
+    if peeled is None and not args.no_peel:
+        peeled = peel.run_peeled(label_to, python_to, tree, work, args.tests, args.timeout, at_to, args.peel_limit)
     started = time.monotonic()
     made = work / f"impact-v{vllm_to}.json"
     if args.impact_json is not None:
@@ -198,11 +213,24 @@ def suite(args: argparse.Namespace, command: str) -> int:
         breaks,
         None if lines is None else results.executed(breaks, lines),
     )
+    if peeled is not None:
+        peeling, at_peeled = peeled
+        doc["peeled"] = results.peeled_part(
+            {"limit": args.peel_limit, **peeling.to_json()},
+            at_from,
+            at_peeled,
+            attribute.attribute(outcomes.bump_failures(at_from, at_peeled), couplings),
+            breaks,
+            None if lines is None else results.executed(breaks, lines),
+            peel.collection_uses(work, label_to),
+        )
     doc["time"] = {
         "venvs": None if reuse else round(setup_seconds),
         "at_from": round(at_from.seconds),
         "at_to": round(at_to.seconds),
         "impact": round(impact_seconds),
+        "peeling": None if peeled is None else round(peeled[0].seconds),
+        "at_to_peeled": None if peeled is None else round(peeled[1].seconds),
         "slowest_modules_at_from": results.slowest_modules(at_from),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -6,8 +6,8 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 
-from balance_dev.suite.attribute import Attributed, Coupling
-from balance_dev.suite.outcomes import Outcome, SuiteRun, module_of
+from balance_dev.suite.attribute import GONE, Attributed, Coupling
+from balance_dev.suite.outcomes import Outcome, SuiteRun, collect_error_for, module_of
 
 CLASSES = ("breaks", "review", "info", "unjudged", "nothing")
 
@@ -34,35 +34,33 @@ def _line(outcome: Outcome) -> dict[str, str]:
     return {"test": outcome.test, "outcome": outcome.outcome, "error": outcome.error}
 
 
-def document(
-    head: Mapping[str, object],
-    at_from: SuiteRun,
-    at_to: SuiteRun,
-    attributed: list[Attributed],
-    theirs: list[Outcome],
-    breaks: list[Coupling],
-    breaks_run: list[Coupling] | None,
+def scores(
+    attributed: list[Attributed], breaks: list[Coupling], breaks_run: list[Coupling] | None
 ) -> dict[str, object]:
+    """Issue 39 item 4's figures for one run at B: the bump's failures by the strongest verdict and the
+    status of the couplings they hit; of the ``breaks`` couplings executed at A, how many a failure hits."""
     by_class = Counter(a.verdict for a in attributed)
     hit_sites = {(hit.site, hit.upstream) for a in attributed for hit in a.hits}
-    doc: dict[str, object] = dict(head)
-    doc["at_from"] = at_from.counts()
-    doc["at_to"] = at_to.counts()
-    doc["bump_failures"] = len(attributed)
+    doc: dict[str, object] = {"bump_failures": len(attributed)}
     doc["by_verdict"] = {name: by_class.get(name, 0) for name in CLASSES}
     statuses = Counter(
         a.hits[0].status if len({h.status for h in a.hits}) == 1 else "several" for a in attributed if a.hits
     )
     doc["by_status"] = dict(sorted(statuses.items()))
+    # item 4's goals: >= 90% of the failures on a breaks or review coupling, >= 80% of the executed breaks fail
+    judged = by_class.get("breaks", 0) + by_class.get("review", 0)
+    doc["breaks_or_review_share"] = round(judged / len(attributed), 3) if attributed else None
     doc["breaks_couplings"] = len(breaks)
     if breaks_run is not None:
         failing = [c for c in breaks_run if (c.site, c.upstream) in hit_sites]
         doc["breaks_executed_at_from"] = len(breaks_run)
         doc["breaks_executed_failing_at_to"] = len(failing)
-    doc["timeouts"] = {"at_from": at_from.timeouts(), "at_to": at_to.timeouts()}
-    doc["theirs"] = [_line(o) for o in theirs]
-    doc["failure_groups"] = groups(attributed)
-    doc["failures"] = [
+        doc["breaks_executed_failing_share"] = round(len(failing) / len(breaks_run), 3) if breaks_run else None
+    return doc
+
+
+def failure_lines(attributed: list[Attributed]) -> list[dict[str, object]]:
+    return [
         {
             "test": a.test,
             "error": a.error,
@@ -73,6 +71,61 @@ def document(
         }
         for a in attributed
     ]
+
+
+def document(
+    head: Mapping[str, object],
+    at_from: SuiteRun,
+    at_to: SuiteRun,
+    attributed: list[Attributed],
+    theirs: list[Outcome],
+    breaks: list[Coupling],
+    breaks_run: list[Coupling] | None,
+) -> dict[str, object]:
+    doc: dict[str, object] = dict(head)
+    doc["at_from"] = at_from.counts()
+    doc["at_to"] = at_to.counts()
+    doc |= scores(attributed, breaks, breaks_run)
+    doc["timeouts"] = {"at_from": at_from.timeouts(), "at_to": at_to.timeouts()}
+    doc["theirs"] = [_line(o) for o in theirs]
+    doc["failure_groups"] = groups(attributed)
+    doc["failures"] = failure_lines(attributed)
+    return doc
+
+
+def absent_at_to(at_from: SuiteRun, at_to: SuiteRun) -> list[str]:
+    """Tests passing at A that B neither ran nor failed to collect (a parametrization over a stand-in that
+    collected to nothing, say): not counted as the bump's failures, counted here."""
+    return [
+        test
+        for test, before in sorted(at_from.tests.items())
+        if before.outcome == "passed" and test not in at_to.tests and collect_error_for(at_to, test) is None
+    ]
+
+
+def peeled_part(
+    peeling: Mapping[str, object],
+    at_from: SuiteRun,
+    at_peeled: SuiteRun,
+    attributed: list[Attributed],
+    breaks: list[Coupling],
+    breaks_run: list[Coupling] | None,
+    uses: list[dict[str, object]],
+) -> dict[str, object]:
+    """The run at B past each blocking import (peel.py): its peels in order, its counts, item 4's scores on
+    it, what the stand-ins absorbed while collecting, and its failures (the unpeeled ones stay above)."""
+    doc: dict[str, object] = dict(peeling)
+    doc["at_to"] = at_peeled.counts()
+    doc |= scores(attributed, breaks, breaks_run)
+    on_stand_ins = Counter(m[1] for a in attributed if (m := GONE.match(a.error)))
+    doc["failing_on_a_stand_in"] = sum(on_stand_ins.values())
+    doc["failing_by_stand_in"] = dict(sorted(on_stand_ins.items(), key=lambda item: (-item[1], item[0])))
+    absent = absent_at_to(at_from, at_peeled)
+    doc["absent_at_to"] = {"tests": len(absent), "first": absent[:20]}
+    doc["timeouts"] = at_peeled.timeouts()
+    doc["collection_uses"] = uses
+    doc["failure_groups"] = groups(attributed)
+    doc["failures"] = failure_lines(attributed)
     return doc
 
 
@@ -93,13 +146,30 @@ def groups(attributed: list[Attributed]) -> list[dict[str, object]]:
 
 
 def dumps(doc: Mapping[str, object]) -> str:
-    """The document with one failure a line: thousands of failures stay a readable, diffable file."""
-    head = {k: v for k, v in doc.items() if k != "failures"}
-    text = json.dumps(head, indent=1)
-    failures = doc.get("failures") or []
-    assert isinstance(failures, list)
-    lines = ",\n".join("  " + json.dumps(f, sort_keys=False) for f in failures)
-    return text[:-2] + ',\n "failures": [\n' + lines + ("\n" if lines else "") + " ]\n}\n"
+    """The document with one failure a line (the run's, and the peeled run's): thousands of failures stay a
+    readable, diffable file; the failures last."""
+    slots: dict[str, list[object]] = {}
+
+    def hold(part: Mapping[str, object]) -> dict[str, object]:
+        kept = {k: v for k, v in part.items() if k != "failures"}
+        if "failures" in part:
+            slot = f"@@failures-{len(slots)}@@"
+            failures = part["failures"]
+            assert isinstance(failures, list)
+            slots[slot], kept["failures"] = failures, slot
+        return kept
+
+    top = hold(doc)
+    peeled = top.get("peeled")
+    if isinstance(peeled, dict):
+        top["peeled"] = hold(peeled)
+    text = json.dumps(top, indent=1)
+    for slot, failures in slots.items():
+        at = text.index(f'"{slot}"')
+        indent = at - text.rindex("\n", 0, at) - 1 - len('"failures": ')
+        lines = ",\n".join(" " * (indent + 1) + json.dumps(f, sort_keys=False) for f in failures)
+        text = text.replace(f'"{slot}"', "[\n" + lines + ("\n" if lines else "") + " " * indent + "]")
+    return text + "\n"
 
 
 def summary_lines(doc: Mapping[str, object]) -> list[str]:
@@ -124,6 +194,28 @@ def summary_lines(doc: Mapping[str, object]) -> list[str]:
     theirs = doc["theirs"]
     assert isinstance(theirs, list)
     rows.append(f"  failing already at {doc['from']} (theirs): {len(theirs)}")
+    peeled = doc.get("peeled")
+    if isinstance(peeled, dict):
+        rows += peeled_lines(peeled, str(doc["from"]), str(doc["to"]))
+    return rows
+
+
+def peeled_lines(peeled: Mapping[str, object], label_from: str, label_to: str) -> list[str]:
+    c = peeled["at_to"]
+    peels = peeled["peels"]
+    assert isinstance(c, dict) and isinstance(peels, list)
+    rows = [
+        f"peeled at {label_to}: {len(peels)} stand-ins in {peeled['rounds']} collections ({peeled['stopped']}); "
+        f"collected {c['collected']}, passed {c['passed']}, failed {c['failed']}, errors {c['errors']}, "
+        f"skipped {c['skipped']}, {c['seconds']}s",
+        f"  bump failures: {peeled['bump_failures']}, on a stand-in: {peeled['failing_on_a_stand_in']}; "
+        f"by verdict: {peeled['by_verdict']}",
+    ]
+    if "breaks_executed_at_from" in peeled:
+        rows.append(
+            f"  breaks couplings executed at {label_from}: {peeled['breaks_executed_at_from']}, "
+            f"of which hit by a failure at {label_to} (peeled): {peeled['breaks_executed_failing_at_to']}"
+        )
     return rows
 
 
@@ -173,15 +265,58 @@ def markdown(doc: Mapping[str, object], heading: str = "###") -> str:
     lines.append(f"Failing at {doc['from']} already (the tree's own, not counted): {len(theirs)}.")
     found = doc["failure_groups"]
     assert isinstance(found, list)
-    if found:
-        lines += ["", "| tests | error | couplings hit |", "|---|---|---|"]
-        for group in found[:MARKDOWN_GROUPS]:
-            hits = "; ".join(
-                f"`{h['site']}` `{h['upstream']}` ({h['verdict'] or 'unjudged'}, {h['status']})"
-                for h in group["couplings"]
-            )
-            shown = _cell(hits or "none: the tool is blind", 600)
-            lines.append(f"| {group['tests']} | {_cell(group['error'])} | {shown} |")
-        if len(found) > MARKDOWN_GROUPS:
-            lines.append(f"\n... and {len(found) - MARKDOWN_GROUPS} more groups in the report file.")
+    lines += _groups_table(found)
+    peeled = doc.get("peeled")
+    if isinstance(peeled, dict):
+        lines += ["", *_peeled_markdown(peeled, str(doc["from"]), str(doc["to"]))]
     return "\n".join(lines) + "\n"
+
+
+def _groups_table(found: list[dict[str, object]]) -> list[str]:
+    if not found:
+        return []
+    lines = ["", "| tests | error | couplings hit |", "|---|---|---|"]
+    for group in found[:MARKDOWN_GROUPS]:
+        couplings = group["couplings"]
+        assert isinstance(couplings, list)
+        hits = "; ".join(
+            f"`{h['site']}` `{h['upstream']}` ({h['verdict'] or 'unjudged'}, {h['status']})" for h in couplings
+        )
+        shown = _cell(hits or "none: the tool is blind", 600)
+        lines.append(f"| {group['tests']} | {_cell(group['error'])} | {shown} |")
+    if len(found) > MARKDOWN_GROUPS:
+        lines.append(f"\n... and {len(found) - MARKDOWN_GROUPS} more groups in the report file.")
+    return lines
+
+
+def _percent(share: object) -> str:
+    return "n/a" if share is None else f"{100 * float(str(share)):.0f}%"
+
+
+def _peeled_markdown(peeled: Mapping[str, object], label_from: str, label_to: str) -> list[str]:
+    """The run at B past each blocking import: what the maintainer sees once each blocker is fixed."""
+    c, peels, by_verdict = peeled["at_to"], peeled["peels"], peeled["by_verdict"]
+    assert isinstance(c, dict) and isinstance(peels, list) and isinstance(by_verdict, dict)
+    counted = ", ".join(f"{name} {by_verdict.get(name, 0)}" for name in CLASSES)
+    lines = [
+        f"**Peeled**: {len(peels)} imports of names {label_to} no longer has replaced by stand-ins, one blocker "
+        f"at a time ({peeled['stopped']}): collected {c['collected']}, passed {c['passed']}, failed {c['failed']}, "
+        f"errors {c['errors']}, skipped {c['skipped']}. {peeled['bump_failures']} bump failures "
+        f"({peeled['failing_on_a_stand_in']} on a stand-in); by the strongest verdict: {counted} "
+        f"(on `breaks` or `review`: {_percent(peeled['breaks_or_review_share'])}).",
+    ]
+    if "breaks_executed_at_from" in peeled:
+        lines[-1] += (
+            f" Of {peeled['breaks_executed_at_from']} `breaks` couplings executed at {label_from}, a failure at "
+            f"{label_to} hits {peeled['breaks_executed_failing_at_to']} "
+            f"({_percent(peeled['breaks_executed_failing_share'])})."
+        )
+    if peels:
+        lines += ["", "| peel | gone at " + label_to + " | asked for by |", "|---|---|---|"]
+        for number, p in enumerate(peels[:MARKDOWN_GROUPS], 1):
+            lines.append(f"| {number} | `{p['name']}` | {_cell(p['where'])}: {_cell(p['error'], 160)} |")
+        if len(peels) > MARKDOWN_GROUPS:
+            lines.append(f"\n... and {len(peels) - MARKDOWN_GROUPS} more peels in the report file.")
+    found = peeled["failure_groups"]
+    assert isinstance(found, list)
+    return lines + _groups_table(found)

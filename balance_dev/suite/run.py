@@ -6,7 +6,8 @@ environment below. Added here, none of which changes an outcome: ``-p balance_su
 ``-p no:cacheprovider`` (nothing written into the tree), pytest-timeout's per-test ``--timeout`` (a hang
 fails that test and the run goes on), ``--color=no`` (a readable log), ``--continue-on-collection-errors``
 (a module that does not import fails its own tests only; their CI stops there) and, at A, ``coverage run``
-limited to the tree's own files (which coupling sites the tests execute).
+limited to the tree's own files (which coupling sites the tests execute). A peeled run at B (peel.py) adds
+``-p balance_suite_peel`` and the stand-ins' file: that run alone is not their CI's, and says so.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from balance_dev.downstream import NICE, HarnessError, run_logged, say
@@ -32,6 +33,7 @@ CI_ENV = {
 }
 CI_ARGS = ("-sv", "--color=no", "--continue-on-collection-errors")
 RECORDS_ENV = "BALANCE_SUITE_RECORDS"
+PEELS_ENV = "BALANCE_SUITE_PEELS"
 SITE_DUMP = (
     "import json, sys\n"
     "from coverage import CoverageData\n"
@@ -40,12 +42,20 @@ SITE_DUMP = (
 )
 
 
-def suite_command(python: Path, tests: Sequence[str], timeout: int, coverage_file: Path | None) -> list[str]:
+def suite_command(
+    python: Path,
+    tests: Sequence[str],
+    timeout: int,
+    coverage_file: Path | None,
+    peels: Path | None = None,
+    collect_only: bool = False,
+) -> list[str]:
     head = [str(python), "-m"]
     if coverage_file is not None:
         head += ["coverage", "run", f"--data-file={coverage_file}", "--source=.", "-m"]
-    return [*head, "pytest", *CI_ARGS, "-p", "balance_suite_pytest", "-p", "no:cacheprovider",
-            f"--timeout={timeout}", *tests]  # fmt: skip
+    plugins = ["-p", "balance_suite_peel"] if peels is not None else []  # before their conftest: -p loads first
+    return [*head, "pytest", *CI_ARGS, *plugins, "-p", "balance_suite_pytest", "-p", "no:cacheprovider",
+            f"--timeout={timeout}", *(["--collect-only"] if collect_only else []), *tests]  # fmt: skip
 
 
 def run_suite(
@@ -56,13 +66,19 @@ def run_suite(
     tests: Sequence[str],
     timeout: int,
     coverage_file: Path | None = None,
+    peels: Path | None = None,
+    collect_only: bool = False,
+    extra_env: Mapping[str, str] | None = None,
 ) -> SuiteRun:
+    """pytest over ``tests`` in ``tree``; ``peels``: with the stand-ins that file names (peel.py);
+    ``extra_env``: only the suite's own tests set it (a fake vLLM on PYTHONPATH)."""
     records, log = work / f"{label}.records.jsonl", work / f"{label}.log"
     for stale in (records, log, *([coverage_file] if coverage_file else [])):
         stale.unlink(missing_ok=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTEST_ADDOPTS")}
     env |= CI_ENV | {RECORDS_ENV: str(records), "VLLM_CACHE_ROOT": str(work / "vllm-cache")}
-    cmd = [*NICE, *suite_command(python, tests, timeout, coverage_file)]
+    env |= ({PEELS_ENV: str(peels)} if peels is not None else {}) | dict(extra_env or {})
+    cmd = [*NICE, *suite_command(python, tests, timeout, coverage_file, peels, collect_only)]
     say(f"{label}: {' '.join(tests)} in {tree} (log: {log})")
     started = time.monotonic()
     status = run_logged(cmd, log, cwd=tree, env=env)
