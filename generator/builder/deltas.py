@@ -442,14 +442,18 @@ def _has_part(ctx: DeltaContext, node: cst.BaseExpression, joined_by: type[ast.b
     return any(shape_of(part) in wanted for part in parts)
 
 
+_READS_WAITING = re.compile(r"\bself\.\w*waiting\b")
+
+
 def _waiting_loops(method: cst.FunctionDef) -> Sequence[cst.CSTNode]:
     """Where the WAITING admission loop probably is, to show the maintainer on failure.
 
-    The innermost loops whose code reads ``self.waiting`` (its test did up to 0.30, its body since).
+    The innermost loops whose code reads a waiting queue: ``self.waiting`` (its test did up to 0.30, its
+    body since), or from 0.34 one of the queues it takes from (``self.kv_holding_waiting``...).
     """
     loops = {id(o): o for o, _, _ in blocks(method) if isinstance(o, _LOOPS)}
     module = cst.Module(body=[])
-    waiting = [loop for loop in loops.values() if "self.waiting" in module.code_for_node(loop)]
+    waiting = [loop for loop in loops.values() if _READS_WAITING.search(module.code_for_node(loop))]
     inner = [loop for loop in waiting if not any(other is not loop and _contains(loop, other) for other in waiting)]
     return inner
 
