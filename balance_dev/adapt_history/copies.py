@@ -42,7 +42,8 @@ class CopyRow:
     equal_to_maintainers: bool | None  # re-synced by the maintainers: is adapt's function P_B's
     taken: int = 0  # upstream statements P_B took into the copy
     held: int = 0  # of those, what adapt's copy holds too
-    check: statements.Check | None = None  # adapt wrote the copy: the independent re-check
+    check: statements.Check | None = None  # adapt re-synced or changed the copy: the independent re-check
+    unchanged: bool = False  # adapt re-synced it to what it was (the copy held B's changes already)
     problems: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
@@ -59,6 +60,7 @@ class CopyRow:
         if self.check is not None:
             out["check"] = {
                 "holds": self.check.holds,
+                "unchanged": self.unchanged,
                 "missing_upstream": len(self.check.missing_upstream),
                 "kept_removed": len(self.check.kept_removed),
                 "missing_own": len(self.check.missing_own),
@@ -97,8 +99,6 @@ def judge(copy: CopyInput) -> CopyRow | None:
         action = "changed-unreported" if changed else "untouched"
     if copy.reported == "conflict" and changed:
         problems.append("reported as a conflict, yet adapt's function differs from P_A's")
-    if copy.reported == "re-synced" and not changed:
-        problems.append("reported re-synced, yet adapt's function is P_A's")
     row = CopyRow(copy.file, found.qualname, copy.upstream, maintainers, action, None, problems=problems)
     base, theirs = statements.keys(copy.base), statements.keys(copy.theirs)
     if theirs_b is not None and maintainers == "re-synced":
@@ -107,8 +107,10 @@ def judge(copy: CopyInput) -> CopyRow | None:
         wanted = statements.taken(base, theirs, ours, new)
         row.taken = sum(wanted.values())
         row.held = statements.held(wanted, ours, result)
-    if changed:
+    if changed or action == "re-synced":
+        # A merge may equal the copy: it held B's changes already. The check says whether it does.
         row.check = statements.check(base, ours, theirs, result)
+        row.unchanged = not changed
     return row
 
 
@@ -147,6 +149,7 @@ def summary(rows: Iterable[CopyRow]) -> dict[str, Any]:
         "adapt_written": {
             "total": len(written),
             "holds": sum(1 for r in written if r.check is not None and r.check.holds),
+            "unchanged": sum(1 for r in written if r.unchanged),
         },
         "problems": sum(len(r.problems) for r in rows),
     }

@@ -93,7 +93,7 @@ def one(pair: Pair, work: Path, say: Any, reuse: bool) -> dict[str, Any]:
         package.release(runs["to"]),
     )
     if "later" in runs:
-        out["reach"] = reach.check(runs["impact"], runs["later"])
+        out["reach"] = reach.check(runs["impact"], runs["later"], run.report_left(stdout))
     return out
 
 

@@ -4,8 +4,9 @@ A *rewrite* in one file is a path the old text spells and the new does not, pair
 new text spells and the old does not, of the same kind, ending in the same name (the same last
 component at least; the longest common ending wins), under another module. The maintainers'
 rewrites (P_A -> P_B) count only where the old path is gone at B and the new one is defined there
-(``refs.defines``): a moved name, not a refactoring. ``adapt``'s rewrites (P_A -> adapt's tree) are
-all counted, and the two are compared file by file.
+(``refs.defines``): a moved name, not a refactoring; one whose old path A did not define either
+(the tree tracked vLLM's main branch between releases) is counted apart, since no release moved it.
+``adapt``'s rewrites (P_A -> adapt's tree) are all counted, and the two are compared file by file.
 """
 
 from __future__ import annotations
@@ -74,8 +75,9 @@ class NameRow:
     old: str
     maintainers: str | None  # P_B's path for it (None: P_B did not rewrite it)
     adapt: str | None  # adapt's path for it (None: adapt did not rewrite it)
-    # P_B's rewrites: same | adapt-other | adapt-left. adapt's alone: maintainers-spell-it (P_B spells the
-    # new path, but the old one is not gone at B), maintainers-kept, maintainers-dropped, file-gone.
+    # P_B's rewrites: same | adapt-other | adapt-left, or not-at-a (A had no such path either). adapt's alone:
+    # maintainers-spell-it (P_B spells the new path, but the old one is not gone at B), maintainers-kept,
+    # maintainers-dropped, file-gone.
     outcome: str
 
     def as_json(self) -> dict[str, str | None]:
@@ -94,6 +96,7 @@ def compare(
     p_a: Mapping[str, str | None],
     p_b: Mapping[str, str | None],
     adapted: Mapping[str, str | None],
+    at_a: Files,
     at_b: Files,
 ) -> list[NameRow]:
     """Every moved name P_B rewrote and every name adapt rewrote, file by file, with the other side's path."""
@@ -111,7 +114,9 @@ def compare(
         ours = {(r.kind, r.old): r.new for r in (rewrites(file, old, ours_refs) if ours_refs is not None else [])}
         for (kind, path), new in sorted(theirs.items()):
             mine = ours.get((kind, path))
-            if mine == new:
+            if not defines(path, at_a):
+                outcome = "not-at-a"
+            elif mine == new:
                 outcome = "same"
             elif mine is not None:
                 outcome = "adapt-other"
@@ -144,6 +149,7 @@ def counts(rows: Iterable[NameRow]) -> dict[str, Any]:
     return {
         "maintainers_rewrote": sum(by[k] for k in MAINTAINERS),
         **{k.replace("-", "_"): by[k] for k in MAINTAINERS},
+        "not_at_a": by["not-at-a"],
         "adapt_rewrote": sum(1 for r in rows if r.adapt is not None),
         "adapt_only": {k: by[k] for k in ADAPT_ONLY},
     }

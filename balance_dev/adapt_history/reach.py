@@ -4,7 +4,8 @@
 read at B (``--from B --to B``). A coupling of ``before`` that is ``moved`` with the rule ``gone``
 (the tree's path is gone at B, the definition stands elsewhere) is a name ``adapt`` could have
 rewritten; each such path still spelled by a coupling of ``after`` is one it did not, and is listed
-with what impact says of it at B.
+with what impact says of it at B and what adapt's report said of it (``left``: name -> its reason;
+"not reported" when the report names it nowhere).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections import Counter
 from typing import Any
 
 
-def check(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+def check(before: dict[str, Any], after: dict[str, Any], left: dict[str, str]) -> dict[str, Any]:
     moved = [c for c in before["couplings"] if c["status"] == "moved" and c["rule"] == "gone"]
     paths = {c["upstream"] for c in moved}
     still = sorted(
@@ -23,11 +24,15 @@ def check(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
             if c["upstream"] in paths
         }
     )
-    rows = [{"upstream": u, "site": s, "kind": k, "status": st, "test": t} for u, s, k, st, t in still]
+    rows = [
+        {"upstream": u, "site": s, "kind": k, "status": st, "test": t, "adapt": left.get(u, "not reported")}
+        for u, s, k, st, t in still
+    ]
     return {
         "moved_gone": {"code": sum(1 for c in moved if not c["test"]), "tests": sum(1 for c in moved if c["test"])},
         "moved_gone_by_kind": dict(sorted(Counter(c["kind"] for c in moved).items())),
         "paths": len(paths),
         "still_reached": {"code": sum(1 for r in rows if not r["test"]), "tests": sum(1 for r in rows if r["test"])},
+        "still_reached_unreported": sum(1 for r in rows if r["adapt"] == "not reported"),
         "rows": rows,
     }

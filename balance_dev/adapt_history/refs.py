@@ -6,7 +6,7 @@ A file reaches vLLM by three spellings, each a dotted path: an import (``import 
 Relative imports are the tree's own. Whether a release defines a path is read from its files the
 way Python finds it, simply: the longest prefix that is a module file, then a top-level binding of
 that module (a ``def``, a class, an assignment, an import), then a class's own member; a module
-with a ``__getattr__`` answers anything.
+with a ``__getattr__`` answers any name of its own (not a submodule's).
 """
 
 from __future__ import annotations
@@ -127,8 +127,8 @@ def defines(path: str, files: Files) -> bool:
         tree = ast.parse(files(module) or "")
     except SyntaxError:
         return False
-    if _bound(tree.body, "__getattr__") is not None:
-        return True
+    if len(rest) == 1 and _bound(tree.body, "__getattr__") is not None:
+        return True  # a module's __getattr__ serves its attributes, never a submodule's
     node = _bound(tree.body, rest[0])
     for name in rest[1:]:
         if not isinstance(node, ast.ClassDef):

@@ -111,6 +111,16 @@ def report_outcomes(stdout: str) -> dict[tuple[str, int], str]:
     return out
 
 
+def report_left(stdout: str) -> dict[str, str]:
+    """adapt's report lines of what it left: each vLLM name with the first reason given for it (by site order)."""
+    out: dict[str, str] = {}
+    for line in stdout.splitlines():
+        words = line.split(maxsplit=4)
+        if len(words) == 5 and words[0] == "left" and words[3].endswith(":"):
+            out.setdefault(words[3].rstrip(":"), f"left ({words[1]}): {words[4]}")
+    return out
+
+
 def _parsed(text: str | None) -> ast.Module | None:
     try:
         return None if text is None else ast.parse(text)
@@ -138,7 +148,7 @@ def judge_pair(
     """Names and copies of one pair, from impact's JSON of P_A, adapt's report and the three trees' files."""
     out: dict[str, Any] = {}
     if p_b is not None:
-        rows = names.compare(p_a, p_a, p_b, adapted, b.text)
+        rows = names.compare(p_a, p_a, p_b, adapted, a.text, b.text)
         out["names"] = {**names.counts(rows), "rows": [r.as_json() for r in rows]}
     reported = report_outcomes(adapt_stdout)
     copy_rows: list[copies.CopyRow] = []

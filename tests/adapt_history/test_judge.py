@@ -21,7 +21,13 @@ def _src(text: str) -> str:
     return textwrap.dedent(text).lstrip("\n")
 
 
-# vLLM at B: ``Name`` moved from vllm/a.py to vllm/b.py; ``Other`` stayed in vllm/a.py; vllm/old.py is gone.
+# vLLM at A and at B: ``Name`` moved from vllm/a.py to vllm/b.py; ``Other`` stayed in vllm/a.py; vllm/old.py
+# is gone; ``Thing`` is new in vllm/b.py at B, and vllm/main_only.py is in neither release.
+AT_A = {
+    "vllm/__init__.py": "",
+    "vllm/a.py": "Other = 1\n\n\nclass Name:\n    def method(self):\n        return 1\n",
+    "vllm/old.py": "class Name:\n    pass\n",
+}
 AT_B = {
     "vllm/__init__.py": "",
     "vllm/a.py": "Other = 1\n",
@@ -30,6 +36,9 @@ AT_B = {
         class Name:
             def method(self):
                 return 1
+
+
+        Thing = 2
         """
     ),
     "vllm/c.py": "from vllm.b import Name\n",
@@ -42,7 +51,8 @@ def test_what_a_release_defines_is_read_from_its_files() -> None:
     assert refs.defines("vllm.b.Name.method", at_b)
     assert refs.defines("vllm.b", at_b)
     assert refs.defines("vllm.c.Name", at_b)  # a re-export is a binding
-    assert refs.defines("vllm.lazy.anything", at_b)  # a module __getattr__ answers anything
+    assert refs.defines("vllm.lazy.anything", at_b)  # a module __getattr__ answers its names
+    assert not refs.defines("vllm.lazy.sub.Name", at_b)  # ...never a submodule's
     assert not refs.defines("vllm.a.Name", at_b)
     assert not refs.defines("vllm.b.Name.gone", at_b)  # a class without bases: its own members only
     assert not refs.defines("vllm.old.Name", at_b)
@@ -76,6 +86,7 @@ P_A = _src(
     import vllm.a
     from vllm.a import Name, Other
     from vllm.a import Other as O2
+    from vllm.main_only import Thing
 
     vllm.a.Name.method()
     patch("vllm.a.Name.method")
@@ -90,6 +101,7 @@ P_B = _src(
     from vllm.a import Other
     from vllm.b import Name
     from vllm.c import Name as O2
+    from vllm.b import Thing
 
     vllm.c.Name.method()
     patch("vllm.b.Name.method")
@@ -103,6 +115,7 @@ ADAPTED = _src(
     from vllm.a import Other
     from vllm.b import Name
     from vllm.a import Other as O2
+    from vllm.main_only import Thing
 
     vllm.b.Name.method()
     patch("vllm.a.Name.method")
@@ -118,12 +131,13 @@ def test_moved_names_the_maintainers_rewrote_and_what_adapt_wrote_for_each() -> 
     p_a = {"plug/x.py": P_A, "plug/y.py": P_A_2, "plug/z.py": P_A_2}
     p_b = {"plug/x.py": P_B, "plug/y.py": P_B_2}
     adapted = {"plug/x.py": ADAPTED, "plug/y.py": ADAPTED_2, "plug/z.py": ADAPTED_2}
-    rows = names.compare(p_a, p_a, p_b, adapted, AT_B.get)
+    rows = names.compare(p_a, p_a, p_b, adapted, AT_A.get, AT_B.get)
     got = {(r.file, r.kind, r.old): (r.maintainers, r.adapt, r.outcome) for r in rows}
     assert got == {
         ("plug/x.py", "import", "vllm.a.Name"): ("vllm.b.Name", "vllm.b.Name", "same"),
         ("plug/x.py", "attribute", "vllm.a.Name.method"): ("vllm.c.Name.method", "vllm.b.Name.method", "adapt-other"),
         ("plug/x.py", "string", "vllm.a.Name.method"): ("vllm.b.Name.method", None, "adapt-left"),
+        ("plug/x.py", "import", "vllm.main_only.Thing"): ("vllm.b.Thing", None, "not-at-a"),
         ("plug/y.py", "import", "vllm.a.Name"): (None, "vllm.b.Name", "maintainers-kept"),
         ("plug/y.py", "string", "vllm.a.Name.method"): (None, "vllm.b.Name.method", "maintainers-dropped"),
         ("plug/z.py", "import", "vllm.a.Name"): (None, "vllm.b.Name", "file-gone"),
@@ -134,6 +148,7 @@ def test_moved_names_the_maintainers_rewrote_and_what_adapt_wrote_for_each() -> 
         "same": 1,
         "adapt_other": 1,
         "adapt_left": 1,
+        "not_at_a": 1,
         "adapt_rewrote": 6,
         "adapt_only": {"maintainers-spell-it": 0, "maintainers-kept": 1, "maintainers-dropped": 1, "file-gone": 2},
     }
@@ -277,12 +292,33 @@ def test_a_copy_the_maintainers_left_stale_and_one_they_removed() -> None:
     summary = copies.summary([stale, gone])
     assert summary["maintainers_stale"] == {"total": 1, "adapt_resynced": 1, "adapt_conflict": 0, "adapt_other": 0}
     assert summary["maintainers_gone"] == 1
-    assert summary["adapt_written"] == {"total": 1, "holds": 1}
+    assert summary["adapt_written"] == {"total": 1, "holds": 1, "unchanged": 0}
 
 
-def test_adapts_report_disagreeing_with_its_tree_is_a_problem() -> None:
-    row = copies.judge(_input(_module(RESYNCED), _module(COPY), "re-synced"))
-    assert row is not None and row.problems == ["reported re-synced, yet adapt's function is P_A's"]
+def test_a_conflict_adapt_changed_anyway_is_a_problem() -> None:
+    row = copies.judge(_input(_module(RESYNCED), _module(RESYNCED), "conflict"))
+    assert row is not None and row.problems == ["reported as a conflict, yet adapt's function differs from P_A's"]
+
+
+def test_a_copy_re_synced_to_itself_is_checked_too() -> None:
+    # The copy already held B's changes (its maintainers had taken them before the release): the merge is the copy.
+    holding = copies.CopyInput(
+        "plug/sched.py",
+        2,
+        "vllm.core.Scheduler.step",
+        ast.parse(BASE).body[0],
+        ast.parse(THEIRS).body[0],
+        _module(RESYNCED),
+        _module(RESYNCED),
+        _module(RESYNCED),
+        "re-synced",
+    )
+    row = copies.judge(holding)
+    assert row is not None and row.check is not None
+    assert (row.maintainers, row.unchanged, row.check.holds) == ("stale", True, True)
+    lacking = copies.judge(_input(_module(COPY), _module(COPY), "re-synced"))  # reported re-synced, B's changes absent
+    assert lacking is not None and lacking.check is not None and not lacking.check.holds
+    assert copies.summary([row, lacking])["adapt_written"] == {"total": 2, "holds": 1, "unchanged": 2}
 
 
 def test_a_copy_whose_upstream_did_not_change_is_no_row() -> None:
@@ -347,7 +383,7 @@ def test_judge_pair_reads_upstream_where_impacts_json_says() -> None:
         report, stdout, {"plug/sched.py": tree}, {"plug/sched.py": merged}, {"plug/sched.py": merged}, a, b
     )
     assert found["copies"]["maintainers_resynced"]["adapt_equal"] == 1
-    assert found["copies"]["adapt_written"] == {"total": 1, "holds": 1}
+    assert found["copies"]["adapt_written"] == {"total": 1, "holds": 1, "unchanged": 0}
     assert found["names"]["maintainers_rewrote"] == 0
 
 
@@ -370,7 +406,24 @@ def test_names_impact_called_moved_and_gone_still_reached_after_adapt() -> None:
             coupling("vllm.c.Re", "plug/x.py:3", "unchanged", "other"),
         ]
     }
-    found = reach.check(before, after)
+    found = reach.check(before, after, {"vllm.a.Name": "left (name): a patch assigns it"})
     assert found["moved_gone"] == {"code": 2, "tests": 1}
     assert found["still_reached"] == {"code": 1, "tests": 0}
-    assert [r["upstream"] for r in found["rows"]] == ["vllm.a.Kept"]
+    assert [(r["upstream"], r["adapt"]) for r in found["rows"]] == [("vllm.a.Kept", "not reported")]
+    assert found["still_reached_unreported"] == 1
+
+
+def test_what_adapts_report_left_by_name() -> None:
+    stdout = _src(
+        """
+        adapt v0.1.0 -> v0.2.0: wrote 0 files: 0 names rewritten, 0 copies re-synced; 3 left; 0 files skipped
+          left name plug/x.py:4 vllm.a.f: a patch assigns it; B defines it as vllm.b.f
+          left name plug/y.py:9 vllm.a.f: gone at B, with no successor found
+          left signature plug/x.py:7 vllm.a.C.m: its signature changed
+            A: def m(self):
+        """
+    )
+    assert run.report_left(stdout) == {
+        "vllm.a.f": "left (name): a patch assigns it; B defines it as vllm.b.f",
+        "vllm.a.C.m": "left (signature): its signature changed",
+    }
