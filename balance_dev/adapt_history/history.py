@@ -101,4 +101,5 @@ def everything(work: Path, say: Any, only: str | None = None, reuse: bool = Fals
     started = time.monotonic()
     pairs = [p for p in (*PAIRS, REACH) if only is None or only in f"{p.project}-{p.old}"]
     results = [one(p, work, say, reuse) for p in pairs]
-    return {"pairs": results, "measured": {"wall_seconds": round(time.monotonic() - started)}}
+    # With --reuse the tool did not run: the wall time is the judging's alone, and says so.
+    return {"pairs": results, "measured": {"wall_seconds": round(time.monotonic() - started), "reused_runs": reuse}}

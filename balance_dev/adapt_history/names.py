@@ -1,8 +1,9 @@
 """Moved vLLM names: which paths a new version of a file spells where the old one spelled another.
 
 A *rewrite* in one file is a path the old text spells and the new does not, paired with a path the
-new text spells and the old does not, of the same kind, ending in the same name (the same last
-component at least; the longest common ending wins), under another module. The maintainers'
+new text spells, of the same kind, ending in the same name (the same last component at least), under
+another module: one the new text added first, then the longest common ending. The new path may be
+one the old text spelled already, in the other branch of a version guard that the new text dropped. The maintainers'
 rewrites (P_A -> P_B) count only where the old path is gone at B and the new one is defined there
 (``refs.defines``): a moved name, not a refactoring; one whose old path A did not define either
 (the tree tracked vLLM's main branch between releases) is counted apart, since no release moved it.
@@ -37,23 +38,23 @@ def _ending(a: str, b: str) -> int:
 
 
 def rewrites(file: str, old: set[Ref], new: set[Ref]) -> list[Rewrite]:
-    """The paths ``old`` spelled that ``new`` spells under another module, each paired once."""
-    gone, came = sorted(old - new), sorted(new - old)
+    """Each path ``old`` spelled and ``new`` does not, with the path ``new`` spells for it under another module.
+
+    The new path may be one the old text spelled too (a version guard's other branch, now the only one):
+    a path the new text added is preferred, then the longest common ending, then the first in order.
+    """
     out: list[Rewrite] = []
-    used: set[Ref] = set()
-    for ref in gone:
+    for ref in sorted(old - new):
         scored = [
-            (_ending(ref.path, c.path), c)
-            for c in came
-            if c.kind == ref.kind and c not in used and _ending(ref.path, c.path) >= 1
+            (c not in old, _ending(ref.path, c.path), c)
+            for c in sorted(new)
+            if c.kind == ref.kind
+            and 1 <= _ending(ref.path, c.path) < min(len(ref.path.split(".")), len(c.path.split(".")))
         ]
-        scored = [(n, c) for n, c in scored if n < len(ref.path.split(".")) and n < len(c.path.split("."))]
-        if not scored:
-            continue
-        best = max(n for n, _ in scored)
-        chosen = min(c for n, c in scored if n == best)
-        used.add(chosen)
-        out.append(Rewrite(file, ref.kind, ref.path, chosen.path))
+        if scored:
+            best = max(scored, key=lambda s: (s[0], s[1]))
+            chosen = min(c for added, n, c in scored if (added, n) == best[:2])
+            out.append(Rewrite(file, ref.kind, ref.path, chosen.path))
     return out
 
 

@@ -427,3 +427,25 @@ def test_what_adapts_report_left_by_name() -> None:
         "vllm.a.f": "left (name): a patch assigns it; B defines it as vllm.b.f",
         "vllm.a.C.m": "left (signature): its signature changed",
     }
+
+
+def test_a_version_guard_the_maintainers_dropped_is_their_rewrite() -> None:
+    # P_A imported Name from A's module at A and from B's otherwise; P_B keeps B's alone; adapt rewrote A's branch.
+    guarded = _src(
+        """
+        if vllm_version_is("0.1.0"):
+            from vllm.a import Name
+        else:
+            from vllm.b import Name
+        """
+    )
+    both_new = guarded.replace("from vllm.a import Name", "from vllm.b import Name")
+    p_a = {"plug/g.py": guarded}
+    rows = names.compare(
+        p_a, p_a, {"plug/g.py": "from vllm.b import Name\n"}, {"plug/g.py": both_new}, AT_A.get, AT_B.get
+    )
+    assert [(r.old, r.maintainers, r.adapt, r.outcome) for r in rows] == [
+        ("vllm.a.Name", "vllm.b.Name", "vllm.b.Name", "same")
+    ]
+    untouched = names.compare(p_a, p_a, {"plug/g.py": "from vllm.b import Name\n"}, p_a, AT_A.get, AT_B.get)
+    assert [(r.maintainers, r.adapt, r.outcome) for r in untouched] == [("vllm.b.Name", None, "adapt-left")]
