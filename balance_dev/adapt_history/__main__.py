@@ -1,4 +1,8 @@
-"""``python -m balance_dev.adapt_history [--work DIR] [--only NAME]``: every pair, the JSON and the table."""
+"""``python -m balance_dev.adapt_history [--work DIR] [--only NAME] [--reuse]``: every pair, the JSON and the table.
+
+Exit 0 with the results written (benchmarks/results/adapt-history.json and .md; with ``--only``, WORK/only.json);
+1 when a tool run fails or a plugin's sdist cannot be had (one line saying which).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from balance_dev import plugin_trees
 from balance_dev.adapt_history import history, report
 from balance_dev.project_files import REPO_ROOT
+from generator.errors import PatchgenError
 
 RESULTS = REPO_ROOT / "benchmarks" / "results"
 
@@ -22,7 +28,11 @@ def main(argv: list[str] | None = None) -> int:
     def say(message: str) -> None:
         print(f"adapt-history: {message}", file=sys.stderr, flush=True)
 
-    results = history.everything(args.work, say, args.only, args.reuse)
+    try:
+        results = history.everything(args.work, say, args.only, args.reuse)
+    except (RuntimeError, PatchgenError, plugin_trees.TreeUnavailable) as exc:
+        say(f"error: {exc}")
+        return 1
     text = report.markdown(results)
     if args.only is None:
         (RESULTS / "adapt-history.json").write_text(report.to_json(results), encoding="utf-8")

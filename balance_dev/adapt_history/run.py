@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -189,10 +188,6 @@ def fresh(dest: Path) -> Path:
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     return dest
-
-
-def peak_self_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def impact_json(tree: Path, old: str, new: str) -> tuple[dict[str, Any], Measured]:
