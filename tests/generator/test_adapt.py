@@ -169,3 +169,33 @@ def test_names_adapt_cannot_rewrite_or_that_are_gone_are_work_left_exit_1(
         assert "left name pkg/patches.py:3 vllm.sched.util.Helper: a patch assigns it" in report
     assert (root / "pkg/patches.py").read_text() == "import vllm.sched.util\n\nvllm.sched.util.Helper = object\n"
     assert (root / "pkg/use.py").read_text() == AFTER_USE  # the rest is written
+
+
+def test_a_version_guard_keeps_the_path_for_a_and_is_no_work(tmp_path: Path, local_index: dict[str, bytes]) -> None:
+    publish_releases(local_index)
+    root = write_plugin(tmp_path / "plugin")
+    guard = (
+        "try:\n"
+        "    from vllm.sched.util import Helper  # A\n"
+        "except ImportError:\n"
+        "    from vllm.core.helper import Helper  # B\n"
+    )
+    write_files(root, {"pkg/guard.py": guard})
+    code, out, err = _adapt(root, "--only", "names")
+    assert code == 0, err
+    assert "left guarded pkg/guard.py:2 vllm.sched.util.Helper: a guard" in out
+    assert (root / "pkg/guard.py").read_text() == guard
+    assert (root / "pkg/use.py").read_text() == AFTER_USE
+
+
+def test_a_moved_name_patched_through_a_module_alias_is_reported_not_passed_over(
+    tmp_path: Path, local_index: dict[str, bytes]
+) -> None:
+    publish_releases(local_index)
+    root = write_plugin(tmp_path / "plugin")
+    patch = "import vllm.sched.util as util\n\nutil.Helper = object\n"
+    write_files(root, {"pkg/alias.py": patch})
+    code, out, err = _adapt(root, "--only", "names")
+    assert code == 1, err
+    assert "left name pkg/alias.py:3 vllm.sched.util.Helper: moved to vllm.core.helper.Helper" in out
+    assert (root / "pkg/alias.py").read_text() == patch

@@ -12,7 +12,9 @@ the file (comments, layout, the aliases it gives) stays:
 - a string argument of a call (``mock.patch("vllm.a.Name.method")``) has its path rewritten.
 
 A name that B defines inside a class (``Outer.Name``) cannot be imported with ``from``: such an
-import is left and reported, as is every name gone with no successor (the caller's list).
+import is left and reported, as is every name gone with no successor (the caller's list). So is an
+import in one branch of an ``if`` or ``try`` whose other branch imports the same name from B's module
+already: a guard by vLLM version keeps A's path for A on purpose (dropping the guard is the person's call).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class Left:
     line: int
     name: str
     why: str
+    kind: str = "name"  # name (a person must move it) | guarded (kept on purpose for A: no edit needed at B)
 
 
 def _dotted(node: cst.BaseExpression) -> str | None:
@@ -67,12 +70,57 @@ def _target(path: str, moves: Moves) -> tuple[str, str] | None:
     return None
 
 
+def _from_imports(node: cst.CSTNode) -> list[cst.ImportFrom]:
+    """Every absolute ``from`` import of named members anywhere under ``node``."""
+    found: list[cst.ImportFrom] = []
+
+    class _Collect(cst.CSTVisitor):
+        def visit_ImportFrom(self, imp: cst.ImportFrom) -> bool:
+            if imp.module is not None and not imp.relative and not isinstance(imp.names, cst.ImportStar):
+                found.append(imp)
+            return False
+
+    node.visit(_Collect())
+    return found
+
+
+def _bound(imp: cst.ImportFrom) -> set[str]:
+    module = _dotted(imp.module) if imp.module is not None else None
+    names = imp.names if not isinstance(imp.names, cst.ImportStar) else ()
+    return {f"{module}.{_dotted(a.name)}" for a in names}
+
+
+class _Guards(cst.CSTVisitor):
+    """For each ``from`` import inside a branch of an ``if``/``try``: what the other branches import."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.siblings: dict[int, set[str]] = {}
+
+    def _branches(self, branches: Sequence[cst.CSTNode]) -> None:
+        imports = [_from_imports(b) for b in branches]
+        bound = [set().union(*map(_bound, found)) for found in imports]
+        for i, found in enumerate(imports):
+            others = set().union(*(bound[:i] + bound[i + 1 :]))
+            for imp in found if others else ():
+                self.siblings.setdefault(id(imp), set()).update(others)
+
+    def visit_If(self, node: cst.If) -> bool:
+        self._branches([node.body] if node.orelse is None else [node.body, node.orelse])
+        return True
+
+    def visit_Try(self, node: cst.Try) -> bool:
+        self._branches([node.body, *(h.body for h in node.handlers)])
+        return True
+
+
 class _Rewriter(cst.CSTTransformer):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, moves: Moves) -> None:
+    def __init__(self, moves: Moves, guarded: Mapping[int, set[str]]) -> None:
         super().__init__()
         self.moves = moves
+        self.guarded = guarded  # an import's id -> what the other branches of its if/try import
         self.rewrites: list[Rewrite] = []
         self.left: list[Left] = []
         self.imported: set[str] = set()  # modules the file imports with ``import``
@@ -115,6 +163,11 @@ class _Rewriter(cst.CSTTransformer):
                 kept.append(alias)
                 continue
             new_module, qualname = target
+            if f"{new_module}.{qualname}" in self.guarded.get(id(original), ()):
+                why = f"a guard: another branch of this if/try imports it from {new_module} already"
+                self.left.append(Left(line, f"{module}.{name}", why, "guarded"))
+                kept.append(alias)
+                continue
             if "." in qualname:
                 self.left.append(
                     Left(line, f"{module}.{name}", f"B defines it inside a class: {new_module}.{qualname}")
@@ -247,9 +300,11 @@ def rewrite(text: str, moves: Moves) -> tuple[str, list[Rewrite], list[Left]]:
     """``text`` with its moved names rewritten; the rewrites made and the names left, by line."""
     if not moves or "vllm" not in text:
         return text, [], []
-    module = cst.parse_module(text)
-    rewriter = _Rewriter(moves)
-    changed = MetadataWrapper(module).visit(rewriter)
+    wrapper = MetadataWrapper(cst.parse_module(text))
+    guards = _Guards()
+    wrapper.module.visit(guards)  # the wrapper's own copy: the rewriter sees these nodes, by identity
+    rewriter = _Rewriter(moves, guards.siblings)
+    changed = wrapper.visit(rewriter)
     if rewriter.needed:
         changed = changed.visit(_AddImports(rewriter.needed, rewriter.imported))
     new = changed.code

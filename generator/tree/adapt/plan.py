@@ -31,7 +31,7 @@ class Leftover:
     """One thing ``adapt`` did not do, for a person: where, what, why, and upstream's diff when it helps."""
 
     site: str
-    kind: str  # conflict | removed | redundant | signature | name | skipped | regenerated
+    kind: str  # conflict | removed | redundant | signature | name | guarded | skipped | regenerated
     upstream: str
     why: str
     detail: str = ""
@@ -128,8 +128,35 @@ def build(
             plan.left.append(Leftover(c.site, "name", c.upstream, "gone at B, with no successor found"))
     for path in sorted({c.path for c in impact.couplings if c.upstream in moves} | set(jobs)):
         _file(plan, impact.root, path, jobs.get(path, []), moves, (regenerated or {}).get(path))
+    _unreached(plan, impact, moves)
     plan.left = [replace(x, verdict=verdicts.get((x.site, x.upstream), "")) if not x.verdict else x for x in plan.left]
     return plan
+
+
+def _unreached(plan: Plan, impact: Impact, moves: Mapping[str, tuple[str, str]]) -> None:
+    """Every moved coupling adapt neither rewrote nor left with a reason is left too: never silence.
+
+    The rewriter reads dotted ``vllm.`` paths, so a patch through a module alias (``mod.name = ...``) or
+    ``setattr(module, "name", ...)`` reaches a moved name where it does not look. A coupling counts as
+    handled by a rewrite or a leftover on its line, or, for an import statement over several lines, by as
+    many handled sites of the same name in the file as the file has couplings of it.
+    """
+    handled: dict[tuple[str, str], set[int]] = {}
+    for path, r in plan.renamed:
+        handled.setdefault((path, r.old), set()).add(r.line)
+    for x in plan.left:
+        path, _, line = x.site.rpartition(":")
+        if x.kind in ("name", "guarded") and line.isdigit():
+            handled.setdefault((path, x.upstream), set()).add(int(line))
+    moved = [c for c in impact.couplings if c.upstream in moves and c.kind in ("import", "patch")]
+    for c in moved:
+        lines = handled.get((c.path, c.upstream), set())
+        same = [m for m in moved if (m.path, m.upstream) == (c.path, c.upstream)]
+        if c.line in lines or len(lines) >= len(same):
+            continue
+        module, qualname = moves[c.upstream]
+        why = f"moved to {module}.{qualname}, reached by a path adapt does not rewrite (a module alias, setattr)"
+        plan.left.append(Leftover(c.site, "name", c.upstream, why))
 
 
 def _copy(
@@ -191,7 +218,7 @@ def _file(
             )
     new, rewrites, left = names.rewrite(new, moves)
     plan.renamed += [(path, r) for r in rewrites]
-    plan.left += [Leftover(f"{path}:{n.line}", "name", n.name, n.why) for n in left]
+    plan.left += [Leftover(f"{path}:{n.line}", n.kind, n.name, n.why) for n in left]
     if new != started:
         plan.read[where] = data
         plan.write[where] = new.encode("utf-8")
