@@ -37,6 +37,17 @@ NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 MODULE_ATTR = re.compile(r"module '([\w.]+)' has no attribute '(\w+)'")
 OBJECT_ATTR = re.compile(r"(?:type object|object of type)? ?'(\w+)'(?: object)? has no attribute '(\w+)'")
 CALL = re.compile(r"^TypeError: ([\w.<>]+)\(\) (?:got an unexpected keyword|missing \d+ required|takes )")
+# An error naming a class of the tree whose vLLM base changed under it (a new field, a new abstract method,
+# a property where the tree assigns): the base is what its overrides override (``Q.m`` of ``vllm.x.Base.m``).
+CLASS_NAMED = (
+    re.compile(r"^TypeError: (\w+)\.__init__\(\) "),
+    re.compile(r"^TypeError: Can't instantiate abstract class (\w+)"),
+    re.compile(r"^AttributeError: property '\w+' of '(\w+)' object has no setter"),
+    re.compile(r"^AttributeError: '(\w+)' object has no attribute '\w+'"),
+)
+# A class of the tree -> (its file, a vLLM base it overrides methods of).
+Bases = Mapping[str, set[tuple[str, str]]]
+
 VERDICTS = ("breaks", "review", "info")
 
 
@@ -108,6 +119,20 @@ def couplings_of(
     return out
 
 
+def class_bases(
+    scopes: Mapping[str, Scope], couplings: Iterable[Mapping[str, object]]
+) -> dict[str, set[tuple[str, str]]]:
+    """Each class of the tree with an override: its file and the vLLM classes whose methods it overrides
+    (unchanged overrides too: the base may change elsewhere than in the methods the tree overrides)."""
+    out: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for raw in couplings:
+        scope = scopes.get(str(raw["site"]))
+        if raw["kind"] != "override" or scope is None or "." not in scope.qualname:
+            continue
+        out[scope.qualname.split(".")[-2]].add((scope.path, str(raw["upstream"]).rpartition(".")[0]))
+    return dict(out)
+
+
 def named(error: str) -> tuple[list[str], list[str]]:
     """(full vLLM names, ``Class.attr`` suffixes) an error line names."""
     if not error.startswith(NAME_ERRORS):
@@ -129,14 +154,14 @@ def _under(upstream: str, name: str) -> bool:
     return upstream == name or upstream.startswith(f"{name}.")
 
 
-def attribute_one(failure: Outcome, couplings: Iterable[Coupling]) -> Attributed:
+def attribute_one(failure: Outcome, couplings: Iterable[Coupling], bases: Bases | None = None) -> Attributed:
     by_path: dict[str, list[Coupling]] = defaultdict(list)
     for coupling in couplings:
         by_path[coupling.path].append(coupling)
-    return _attribute(failure, by_path)
+    return _attribute(failure, by_path, bases or {})
 
 
-def _attribute(failure: Outcome, by_path: Mapping[str, list[Coupling]]) -> Attributed:
+def _attribute(failure: Outcome, by_path: Mapping[str, list[Coupling]], bases: Bases) -> Attributed:
     """Every rule needs the coupling's site in a file of the traceback, but an override named by a
     TypeError: only those couplings are looked at (a failure's frames touch a handful of files)."""
     files = {frame.path for frame in failure.frames} | {failure.test.split("::", 1)[0]}
@@ -173,6 +198,13 @@ def _attribute(failure: Outcome, by_path: Mapping[str, list[Coupling]]) -> Attri
             hits.setdefault(key, set()).update(rules)
             verdicts[key] = coupling.verdict
             statuses[key] = coupling.status
+    for name in {m[1] for pattern in CLASS_NAMED if (m := pattern.match(failure.error))}:
+        for path, base in sorted(bases.get(name, ())):
+            for coupling in by_path.get(path, ()):
+                if _under(coupling.upstream, base):
+                    key = (coupling.site, coupling.upstream)
+                    hits.setdefault(key, set()).add("class")
+                    verdicts[key], statuses[key] = coupling.verdict, coupling.status
     # An import that failed on a name it names: the statement's other names imported fine (their frame
     # is the same line), so a frame alone does not name them.
     named_sites = {site for (site, _), rules in hits.items() if "name" in rules}
@@ -188,7 +220,7 @@ def _attribute(failure: Outcome, by_path: Mapping[str, list[Coupling]]) -> Attri
     )
 
 
-def attribute(failures: Iterable[Outcome], couplings: list[Coupling]) -> list[Attributed]:
+def attribute(failures: Iterable[Outcome], couplings: list[Coupling], bases: Bases | None = None) -> list[Attributed]:
     """Each failure attributed; failures alike (error, frames, test module) are judged once."""
     by_path: dict[str, list[Coupling]] = defaultdict(list)
     for coupling in couplings:
@@ -198,6 +230,6 @@ def attribute(failures: Iterable[Outcome], couplings: list[Coupling]) -> list[At
     for failure in sorted(failures, key=lambda f: f.test):
         key = (failure.error, failure.frames, failure.test.split("::", 1)[0])
         if key not in memo:
-            memo[key] = _attribute(failure, by_path).hits
+            memo[key] = _attribute(failure, by_path, bases or {}).hits
         out.append(Attributed(failure.test, failure.error, memo[key]))
     return out

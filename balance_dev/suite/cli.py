@@ -199,8 +199,9 @@ def suite(args: argparse.Namespace, command: str) -> int:
     assert isinstance(raw, list)
     site_scopes = {str(c["site"]): scopes.scope_of(tree, str(c["kind"]), str(c["site"])) for c in raw}
     couplings = attribute.couplings_of(impact, site_scopes, raw)
+    bases = attribute.class_bases(site_scopes, raw)
     failures = outcomes.bump_failures(at_from, at_to)
-    attributed = attribute.attribute(failures, couplings)
+    attributed = attribute.attribute(failures, couplings, bases)
     breaks = [c for c in couplings if c.verdict == "breaks"]
     lines = None if coverage_file is None else run.executed_lines(python_from, coverage_file, tree)
     head = {"tree": f"vllm-ascend {args.version}", "from": f"v{vllm_from}", "to": f"v{vllm_to}", "command": command}
@@ -219,7 +220,7 @@ def suite(args: argparse.Namespace, command: str) -> int:
             {"limit": args.peel_limit, **peeling.to_json()},
             at_from,
             at_peeled,
-            attribute.attribute(outcomes.bump_failures(at_from, at_peeled), couplings),
+            attribute.attribute(outcomes.bump_failures(at_from, at_peeled), couplings, bases),
             breaks,
             None if lines is None else results.executed(breaks, lines),
             peel.collection_uses(work, label_to),

@@ -237,3 +237,40 @@ def test_executed_breaks_counted(runs: tuple[Path, outcomes.SuiteRun, outcomes.S
     assert doc["breaks_executed_at_from"] == 1 and doc["breaks_executed_failing_at_to"] == 1
     assert doc["by_verdict"] == {"breaks": 2, "review": 2, "info": 0, "unjudged": 0, "nothing": 1}
     assert doc["by_status"] == {"changed": 3, "removed": 1}  # test_value hit nothing
+
+
+# A class of the tree (plugin/spec.py) subclassing vLLM's Spec and overriding one of its methods; at B the
+# base gained a field the tree's caller passes, an abstract method, a property. Written by hand: the couplings
+# as impact lists them, the scopes as scopes.py reads them, and the hits each error must get.
+SPEC_RAW = [
+    {"kind": "import", "site": "plugin/spec.py:1", "upstream": "vllm.spec.Spec", "status": "changed"},
+    {"kind": "override", "site": "plugin/spec.py:5", "upstream": "vllm.spec.Spec.size", "status": "unchanged"},
+    {"kind": "import", "site": "plugin/other.py:1", "upstream": "vllm.spec.Spec", "status": "changed"},
+]
+SPEC_SCOPES = {
+    "plugin/spec.py:1": scopes.Scope("plugin/spec.py", ((1, 1),)),
+    "plugin/spec.py:5": scopes.Scope("plugin/spec.py", ((5, 6),), "AscendSpec.size"),
+    "plugin/other.py:1": scopes.Scope("plugin/other.py", ((1, 1),)),
+}
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        "TypeError: AscendSpec.__init__() got an unexpected keyword argument 'storage_block_size'",
+        "TypeError: Can't instantiate abstract class AscendSpec with abstract method page_bytes",
+        "AttributeError: property 'max_len' of 'AscendSpec' object has no setter",
+    ],
+)
+def test_an_error_naming_a_tree_class_hits_its_changed_vllm_base(error: str) -> None:
+    couplings = attribute.couplings_of({}, SPEC_SCOPES, SPEC_RAW)
+    bases = attribute.class_bases(SPEC_SCOPES, SPEC_RAW)
+    failure = outcomes.Outcome(
+        "tests/test_spec.py::test_make", "failed", error, (outcomes.Frame("tests/test_spec.py", 3, "test_make"),)
+    )
+    hit = attribute.attribute_one(failure, couplings, bases)
+    # the import of the base in the class's own file, not the same import elsewhere; the unchanged override
+    # explains nothing itself
+    assert [(h.site, h.upstream, h.rule) for h in hit.hits] == [("plugin/spec.py:1", "vllm.spec.Spec", "class")]
+    other = outcomes.Outcome(failure.test, "failed", error.replace("AscendSpec", "Unrelated"), failure.frames)
+    assert attribute.attribute_one(other, couplings, bases).hits == ()
