@@ -12,12 +12,12 @@ from balance_dev.suite import attribute, outcomes, peel, results, run, scopes
 SITE = Path(__file__).resolve().parents[2] / "balance_dev" / "suite" / "site"
 PATCHES = """\
 from vllm.configs.v4 import Config
-from vllm.utils import Base, helper
+from vllm.utils import Base, Kept, helper
 
 ORIGINAL = Base.forward
 
 
-class Mine(Base):
+class Mine(Base, Kept):  # a gone base beside an ABC B still has: the stand-in's metaclass must fit both
     def own(self):
         return 3
 
@@ -53,7 +53,8 @@ TREE = {
         "def test_gone():\n    assert gone_fn() == 2\n"
     ),
 }
-UTILS_A = (
+KEPT = "import abc\n\n\nclass Kept(abc.ABC):\n    pass\n\n\n"
+UTILS_A = KEPT + (
     "class Base:\n    def forward(self):\n        return 1\n\n\n"
     "def helper():\n    return 1\n\n\ndef gone_fn():\n    return 2\n\n\nMODES = ('a', 'b')\n"
 )
@@ -65,7 +66,7 @@ RELEASES = {
         "vllm/utils.py": UTILS_A,
     },
     # B: the module vllm.configs.v4 is gone, and vllm.utils lost Base, gone_fn and MODES
-    "B": {"vllm/__init__.py": "", "vllm/configs/__init__.py": "", "vllm/utils.py": "def helper():\n    return 1\n"},
+    "B": {"vllm/__init__.py": "", "vllm/configs/__init__.py": "", "vllm/utils.py": KEPT + "def helper():\n    return 1\n"},
 }
 COUPLINGS = [
     {"kind": "import", "site": "plugin/patches.py:1", "upstream": "vllm.configs.v4.Config", "status": "removed"},

@@ -17,6 +17,7 @@ importing a gone name then. No file of the tree or of vLLM is touched. Only the 
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import importlib.abc
 import importlib.machinery
@@ -75,8 +76,12 @@ def _use(cls: type, how: str) -> type:
     return stand_in(name, site, via[:MAX_VIA])
 
 
-class _Gone(type):
-    """The stand-ins' metaclass: what a class of a gone name does when used (see the module's docstring)."""
+class _Gone(abc.ABCMeta):
+    """The stand-ins' metaclass: what a class of a gone name does when used (see the module's docstring).
+
+    An ``ABCMeta``: vLLM's bases are mostly ABCs, and a class of the tree deriving from a stand-in and from
+    one of them needs a metaclass deriving from both (``type`` alone is a metaclass conflict).
+    """
 
     def __getattr__(cls, attr: str) -> Any:
         if attr.startswith(PROBES):  # Python's, pytest's and mock's probes: plainly absent
