@@ -66,7 +66,11 @@ RELEASES = {
         "vllm/utils.py": UTILS_A,
     },
     # B: the module vllm.configs.v4 is gone, and vllm.utils lost Base, gone_fn and MODES
-    "B": {"vllm/__init__.py": "", "vllm/configs/__init__.py": "", "vllm/utils.py": KEPT + "def helper():\n    return 1\n"},
+    "B": {
+        "vllm/__init__.py": "",
+        "vllm/configs/__init__.py": "",
+        "vllm/utils.py": KEPT + "def helper():\n    return 1\n",
+    },
 }
 COUPLINGS = [
     {"kind": "import", "site": "plugin/patches.py:1", "upstream": "vllm.configs.v4.Config", "status": "removed"},
