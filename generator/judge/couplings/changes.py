@@ -196,11 +196,8 @@ def text_of(resolver: Resolver, definition: Definition) -> str:
 
 
 def lines_of(definition: Definition) -> tuple[int, int] | None:
-    node = definition.node
-    if node is None or not hasattr(node, "lineno"):
-        return None
-    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
-    return first, getattr(node, "end_lineno", node.lineno)
+    """Its lines in its file, decorators included (None: a module), known without its node."""
+    return definition.span
 
 
 def _diff(old: Definition, new: Definition, a: Resolver, b: Resolver) -> str:
