@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from generator.judge.census import reading
 from generator.judge.couplings.upstream import Definition, NotFound, Resolution, Resolver
 
 UNCHANGED, CHANGED, MOVED, REMOVED, ADDED, UNRESOLVED = (
@@ -253,8 +254,8 @@ def _likeness(a: Definition, b: Definition) -> float:
         node = d.node
         body = getattr(node, "body", None)
         if isinstance(body, list):
-            return [ast.dump(s) for s in _without_docstring(body)]
-        return [ast.dump(node)] if node is not None else []
+            return [reading.dump(s) for s in _without_docstring(body)]
+        return [reading.dump(node)] if node is not None else []
 
     return difflib.SequenceMatcher(None, statements(a), statements(b), autojunk=False).ratio()
 

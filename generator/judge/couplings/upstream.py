@@ -166,9 +166,16 @@ class Resolver:
         parts = module.split(".")
         for i in range(1, len(parts) + 1):
             prefix = ".".join(parts[:i])
-            if self.module(prefix) is None:
+            if not self._is_file(prefix):
                 return NotFound(f"vLLM {self.label} has no module {prefix}: the import statement fails")
         return None
+
+    def _is_file(self, module: str) -> bool:
+        """``module`` is a file of the release (``module`` finds it), known without parsing it."""
+        if module in self._modules:
+            return self._modules[module] is not None
+        path = self.package.module_path(module)
+        return path is not None and self.package.text(path) is not None
 
     def _resolve(self, dotted: str, depth: int) -> Resolution:
         if depth > _DEPTH:
