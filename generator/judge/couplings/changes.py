@@ -72,20 +72,35 @@ _KEPT = 200_000
 _KEYS: dict[int, tuple[ast.AST, str]] = {}  # id -> (the node, kept alive so the id stays its own; its text)
 
 
+_FIELDS: dict[type, tuple[str, tuple[tuple[str, str], ...]]] = {}  # a node class -> "Name(", its fields and "name="
+
+
+def _shape(cls: type) -> tuple[str, tuple[tuple[str, str], ...]]:
+    found = _FIELDS.get(cls)
+    if found is None:
+        found = _FIELDS[cls] = (f"{cls.__name__}(", tuple((n, f"{n}=") for n in getattr(cls, "_fields", ())))
+    return found
+
+
 def _key(node: object) -> str:
     if isinstance(node, list):
-        return "[" + ",".join(_key(n) for n in node) + "]"
+        return "[" + ",".join([_key(n) for n in node]) + "]"
     if not isinstance(node, ast.AST):
         return repr(node)
     held = _KEYS.get(id(node))
     if held is not None and held[0] is node:
         return held[1]
+    head, names = _shape(type(node))
     fields = []
-    for name, value in ast.iter_fields(node):
+    for name, label in names:
+        try:
+            value = getattr(node, name)
+        except AttributeError:
+            continue  # as ``ast.iter_fields`` leaves it out
         if name == "body" and isinstance(node, _DOCUMENTED):
             value = _without_docstring(value) or [ast.Pass()]
-        fields.append(f"{name}={_key(value)}")
-    text = f"{type(node).__name__}({','.join(fields)})"
+        fields.append(label + _key(value))
+    text = head + ",".join(fields) + ")"
     if isinstance(node, (ast.stmt, ast.arguments)):  # statements are what is compared again; expressions are many
         if len(_KEYS) >= _KEPT:  # one run's statements fit; a long-lived process starts again
             _KEYS.clear()
