@@ -9,6 +9,7 @@ was corrupted on disk must all print the same bytes, and the planted verdicts mu
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import textwrap
@@ -20,7 +21,7 @@ from click.testing import CliRunner
 from balance_dev.package_index import wheel_name, wheel_of
 from generator.cli import main
 from generator.judge.census import index as census_index
-from generator.judge.couplings import tree_read
+from generator.judge.couplings import impact, tree_read
 from generator.sources import cache, package
 
 A = {
@@ -181,3 +182,31 @@ def test_release_index_read_in_workers_is_the_index_read_in_one(
     monkeypatch.setattr(census_index, "_PARALLEL_FROM", 1)
     assert read() == alone
     assert len(alone[0]) == 39 and alone[1] == [("vllm/m05.py", "SyntaxError")] and alone[2] == 40
+
+
+def test_a_kept_definition_reads_its_statement_again(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A definition the cache gave back has no tree of its own: asked for one, it parses the same statement."""
+    monkeypatch.delenv(tree_read.NO_CACHE_ENV, raising=False)
+    old, new = package.release("v1.0.0"), package.release("v1.1.0")
+
+    kept: list[bool] = []
+
+    def statements() -> dict[str, tuple[str | None, str | None, tuple[int, int] | None]]:
+        found = impact.run(tree, old, new)
+        step = found.symbols["vllm.engine.Engine.step"].change.new
+        kept.append(step is not None and step._load is not None)  # not parsed yet
+        return {
+            name: (
+                ast.dump(c.old.node) if c.old and c.old.node else None,
+                ast.dump(c.new.node) if c.new and c.new.node else None,
+                c.new.span if c.new else None,
+            )
+            for name, s in found.symbols.items()
+            for c in [s.change]
+        }
+
+    cold, warm = statements(), statements()
+    assert kept == [False, True]
+    assert cold == warm
+    step = warm["vllm.engine.Engine.step"]
+    assert step[1] is not None and "Name(id='budget'" in step[1] and step[2] == (6, 7)  # B's, where B has it
