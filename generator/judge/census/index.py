@@ -6,6 +6,8 @@ import ast
 import contextlib
 import importlib.util
 import json
+import multiprocessing
+import os
 import re
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable
@@ -124,19 +126,25 @@ class UpstreamIndex:
         self._everything: Table | None = None
 
     def _read(self, names: Collection[str] | None) -> list[Function]:
+        global _READING  # what forked workers inherit, without sending it to each
+        _READING = (self.source.files, None if names is None else frozenset(names))
+        paths = sorted(self.source.files.paths)
+        cores = os.cpu_count() or 1
+        try:
+            if len(paths) < _PARALLEL_FROM or cores < 2 or "fork" not in multiprocessing.get_all_start_methods():
+                read = [_read_file(rel) for rel in paths]
+            else:
+                with multiprocessing.get_context("fork").Pool(min(cores, 2)) as pool:  # others share the machine
+                    read = pool.map(_read_file, paths, chunksize=32)
+        finally:
+            _READING = None
         out = []
-        for rel in sorted(self.source.files.paths):
-            text = self.source.files.text(rel)
-            try:
-                tree = ast.parse(text or "", filename=rel)
-            except (SyntaxError, ValueError, RecursionError) as exc:
-                self.skipped.append(Skipped(rel, type(exc).__name__))
+        for rel, failed, found in read:  # in the files' order, however the workers took them
+            if failed:
+                self.skipped.append(Skipped(rel, failed))
                 continue
             self.files += 1
-            for func in functions(tree, rel):
-                if func.size >= MIN_MATCHED and (names is None or func.name in names):
-                    func.settle(True)
-                    out.append(func)
+            out += found
         return out
 
     def candidates(self, name: str) -> list[Function]:
@@ -153,6 +161,26 @@ class UpstreamIndex:
         if self._everything is None:
             self._everything = _table(f for group in self.by_name.values() for f in group)
         return self._everything
+
+
+_PARALLEL_FROM = 256  # files to read before worker processes pay for their start
+_READING: tuple[Package, frozenset[str] | None] | None = None  # the package being read, and the names kept
+
+
+def _read_file(rel: str) -> tuple[str, str, list[Function]]:
+    """One file's functions big enough to compare (and so named), as statement keys; or why it does not parse."""
+    assert _READING is not None
+    files, names = _READING
+    try:
+        tree = ast.parse(files.text(rel) or "", filename=rel)
+    except (SyntaxError, ValueError, RecursionError) as exc:
+        return rel, type(exc).__name__, []
+    out = []
+    for func in functions(tree, rel):
+        if func.size >= MIN_MATCHED and (names is None or func.name in names):
+            func.settle(True)
+            out.append(func)
+    return rel, "", out
 
 
 def _entry(tag: str) -> Path:

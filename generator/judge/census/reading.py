@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,15 +65,58 @@ class Function:
         return provenance.reduce(self.node)  # type: ignore[arg-type]
 
 
+# ``ast.dump``'s text, default arguments, written again without its pretty-printing's bookkeeping: a census dumps
+# every statement of every function of a release, and ``ast.dump`` was more than half of building its index.
+# Python 3.13 changed ``ast.dump`` (empty fields left out): there, and after, ``ast.dump`` itself.
+_OWN_DUMP = sys.version_info < (3, 13)
+# A node class -> "Name(" and its fields: each with "field=", and whether a None there is left out.
+_SHAPES: dict[type, tuple[str, tuple[tuple[str, str, bool], ...]]] = {}
+
+
+def _shape(cls: type) -> tuple[str, tuple[tuple[str, str, bool], ...]]:
+    found = _SHAPES.get(cls)
+    if found is None:
+        fields: tuple[str, ...] = getattr(cls, "_fields", ())
+        found = (f"{cls.__name__}(", tuple((n, f"{n}=", getattr(cls, n, ...) is None) for n in fields))
+        _SHAPES[cls] = found
+    return found
+
+
+def dump(node: object, empty: tuple[str, ...] = ()) -> str:
+    """``ast.dump(node)``, each field named in ``empty`` (a list) shown as ``[]``: a statement's header."""
+    if not _OWN_DUMP:
+        return ast.dump(provenance._header(node) if empty else node)  # type: ignore[arg-type]
+    if isinstance(node, ast.AST):
+        head, fields = _shape(type(node))
+        parts = []
+        for name, label, none_left_out in fields:
+            try:
+                value = getattr(node, name)
+            except AttributeError:
+                continue
+            if value is None:
+                if not none_left_out:
+                    parts.append(f"{label}None")
+            elif type(value) is list:
+                shown = "" if name in empty else ", ".join([dump(x) for x in value])
+                parts.append(f"{label}[{shown}]")
+            else:
+                parts.append(label + dump(value))
+        return head + ", ".join(parts) + ")"
+    if isinstance(node, list):
+        return f"[{', '.join([dump(x) for x in node])}]"
+    return repr(node)
+
+
 def statement_keys(func: FunctionNode) -> tuple[int, ...]:
     """``provenance.reduce(func).keys`` without each statement's text for messages, which costs a third more.
 
     The same walk as ``provenance._walk`` (tests hold the two equal on upstream's files).
     """
-    keys = [provenance._intern(0, ast.dump(provenance._header(func)))]
+    keys = [provenance._intern(0, dump(func, BLOCKS))]
 
     def walk(node: ast.AST, depth: int) -> None:
-        keys.append(provenance._intern(depth, ast.dump(provenance._header(node))))
+        keys.append(provenance._intern(depth, dump(node, BLOCKS)))
         for name in BLOCKS:
             children = getattr(node, name, None)
             if not (isinstance(children, list) and children):

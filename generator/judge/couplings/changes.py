@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from generator.judge.census import reading
 from generator.judge.couplings.upstream import Definition, NotFound, Resolution, Resolver
 
 UNCHANGED, CHANGED, MOVED, REMOVED, ADDED, UNRESOLVED = (
@@ -71,20 +72,35 @@ _KEPT = 200_000
 _KEYS: dict[int, tuple[ast.AST, str]] = {}  # id -> (the node, kept alive so the id stays its own; its text)
 
 
+_FIELDS: dict[type, tuple[str, tuple[tuple[str, str], ...]]] = {}  # a node class -> "Name(", its fields and "name="
+
+
+def _shape(cls: type) -> tuple[str, tuple[tuple[str, str], ...]]:
+    found = _FIELDS.get(cls)
+    if found is None:
+        found = _FIELDS[cls] = (f"{cls.__name__}(", tuple((n, f"{n}=") for n in getattr(cls, "_fields", ())))
+    return found
+
+
 def _key(node: object) -> str:
     if isinstance(node, list):
-        return "[" + ",".join(_key(n) for n in node) + "]"
+        return "[" + ",".join([_key(n) for n in node]) + "]"
     if not isinstance(node, ast.AST):
         return repr(node)
     held = _KEYS.get(id(node))
     if held is not None and held[0] is node:
         return held[1]
+    head, names = _shape(type(node))
     fields = []
-    for name, value in ast.iter_fields(node):
+    for name, label in names:
+        try:
+            value = getattr(node, name)
+        except AttributeError:
+            continue  # as ``ast.iter_fields`` leaves it out
         if name == "body" and isinstance(node, _DOCUMENTED):
             value = _without_docstring(value) or [ast.Pass()]
-        fields.append(f"{name}={_key(value)}")
-    text = f"{type(node).__name__}({','.join(fields)})"
+        fields.append(label + _key(value))
+    text = head + ",".join(fields) + ")"
     if isinstance(node, (ast.stmt, ast.arguments)):  # statements are what is compared again; expressions are many
         if len(_KEYS) >= _KEPT:  # one run's statements fit; a long-lived process starts again
             _KEYS.clear()
@@ -196,11 +212,8 @@ def text_of(resolver: Resolver, definition: Definition) -> str:
 
 
 def lines_of(definition: Definition) -> tuple[int, int] | None:
-    node = definition.node
-    if node is None or not hasattr(node, "lineno"):
-        return None
-    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
-    return first, getattr(node, "end_lineno", node.lineno)
+    """Its lines in its file, decorators included (None: a module), known without its node."""
+    return definition.span
 
 
 def _diff(old: Definition, new: Definition, a: Resolver, b: Resolver) -> str:
@@ -256,8 +269,8 @@ def _likeness(a: Definition, b: Definition) -> float:
         node = d.node
         body = getattr(node, "body", None)
         if isinstance(body, list):
-            return [ast.dump(s) for s in _without_docstring(body)]
-        return [ast.dump(node)] if node is not None else []
+            return [reading.dump(s) for s in _without_docstring(body)]
+        return [reading.dump(node)] if node is not None else []
 
     return difflib.SequenceMatcher(None, statements(a), statements(b), autojunk=False).ratio()
 

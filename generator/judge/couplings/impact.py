@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from generator.judge import provenance
 from generator.judge.census import index as census_index
@@ -25,6 +27,7 @@ from generator.judge.census.reading import Function, Skipped
 from generator.judge.couplings import changes, sites, verdicts
 from generator.judge.couplings.bindings import Exports, Ref, follow
 from generator.judge.couplings.changes import Change, Mover
+from generator.judge.couplings.judged import Judged
 from generator.judge.couplings.registry import Declared
 from generator.judge.couplings.tree_read import Tree, read_tree
 from generator.judge.couplings.upstream import Resolver
@@ -148,19 +151,20 @@ def found(
     return out
 
 
-def overrides(tree: _Tree, a: Resolver, b: Resolver) -> list[Coupling]:
+def overrides(tree: _Tree, a: Resolver, b: Resolver, memo: Judged | None = None) -> list[Coupling]:
     """Methods of the tree's classes that a vLLM ancestor class defines, at A or at B."""
+    memo = memo or Judged(None, (), a, b)
     modules, exports = _tree_modules(tree.scans)
     classes = {(c.module, c.qualname): c for scan in tree.scans for c in scan.classes}
     by_module = {scan.module: scan for scan in tree.scans}
-    memo: dict[tuple[str, str], list[str]] = {}
+    found: dict[tuple[str, str], list[str]] = {}
 
     def ancestors(cls: sites.TreeClass, depth: int = 0) -> list[str]:
         """The vLLM classes ``cls`` derives from, directly or through the tree's own classes, in order."""
         key = (cls.module, cls.qualname)
-        if key in memo or depth > 20:
-            return memo.get(key, [])
-        memo[key] = []
+        if key in found or depth > 20:
+            return found.get(key, [])
+        found[key] = []
         out: list[str] = []
         for local in cls.local_bases:
             if (base := classes.get((cls.module, local))) is not None:
@@ -174,8 +178,8 @@ def overrides(tree: _Tree, a: Resolver, b: Resolver) -> list[Coupling]:
                     module, _, name = target.path.rpartition(".")
                     if module in by_module and (base := classes.get((module, name))) is not None:
                         out += ancestors(base, depth + 1)
-        memo[key] = list(dict.fromkeys(out))
-        return memo[key]
+        found[key] = list(dict.fromkeys(out))
+        return found[key]
 
     out: list[Coupling] = []
     for scan in tree.scans:
@@ -185,12 +189,15 @@ def overrides(tree: _Tree, a: Resolver, b: Resolver) -> list[Coupling]:
                 continue
             for method, line in cls.methods.items():
                 for base in bases:
-                    defined = a.defines(base, method) or b.defines(base, method)
-                    if defined is not None:
+                    if memo.get("defines", (base, method), functools.partial(_defines, a, b, base, method)):
                         detail = f"{cls.qualname}.{method} overrides it"
                         out.append(Coupling("override", scan.path, line, f"{base}.{method}", detail))
                         break
     return out
+
+
+def _defines(a: Resolver, b: Resolver, base: str, method: str) -> bool:
+    return (a.defines(base, method) or b.defines(base, method)) is not None
 
 
 def judge(
@@ -199,6 +206,7 @@ def judge(
     a: Resolver,
     b: Resolver,
     commits: Callable[[Change], tuple[tuple[str, str], ...] | None] | None = None,
+    memo: Judged | None = None,
 ) -> tuple[list[Coupling], dict[str, Symbol]]:
     """Each coupling with its status, and each vLLM name (as the tree reaches it) judged once.
 
@@ -207,6 +215,7 @@ def judge(
     statement's module must be a file of the release: one that is at A and is not at B is gone there
     (``Resolver.imported``), though a package's ``__getattr__`` may serve the same name as an attribute.
     """
+    memo = memo or Judged(None, (), a, b)
     mover = Mover(b)
     symbols: dict[str, Symbol] = {}
     history: dict[tuple[str | None, str | None], tuple[tuple[str, str], ...] | None] = {}
@@ -215,24 +224,14 @@ def judge(
         if not c.why:
             ways.setdefault(c.upstream, {})[c.imports] = None
     for upstream, used in ways.items():
-        plain = changes.judge(upstream, a.resolve(upstream), b.resolve(upstream), a, b, mover)
-        seen: dict[str, Change] = {}
-        for module in used:
-            missing = (a.missing(module), b.missing(module)) if module else (None, None)
-            if (missing[0] is None) == (missing[1] is None):  # a file at both, or at neither (absent as today)
-                seen[module] = plain
-            else:
-                seen[module] = changes.judge(
-                    upstream, a.imported(upstream, module), b.imported(upstream, module), a, b, mover
-                )
-        change = next((c for c in seen.values() if c is not plain), plain)
+        asked = (upstream, tuple(used))
+        change, others = memo.get("symbol", asked, functools.partial(_ways, *asked, a, b, mover))
         found_commits = None
         if commits is not None and change.status != changes.UNCHANGED:
             key = (change.old.name if change.old else None, change.new.name if change.new else None)
             if key not in history:
                 history[key] = commits(change)
             found_commits = history[key]
-        others = tuple((m, c) for m, c in seen.items() if c is not change)
         symbols[upstream] = Symbol(upstream, change, found_commits, others)
     judged = []
     copies = {(f.path, f.line): f for f in tree.functions}
@@ -243,23 +242,44 @@ def judge(
         change = symbols[coupling.upstream].change_for(coupling.imports)
         definition = change.old or change.new
         named = replace(coupling, status=change.status, name=definition.name if definition else coupling.upstream)
-        if coupling.kind == "copy":
-            named = _copy_status(named, copies.get((coupling.path, coupling.line)), change)
+        if coupling.kind == "copy" and (function := copies.get((coupling.path, coupling.line))) is not None:
+            copied = (coupling.upstream, coupling.imports, function.size, function.keys)
+            status, overlap = memo.get("copy", copied, functools.partial(_copy_status, function, change))
+            named = replace(named, status=status or named.status, overlap=overlap)
         judged.append(named)
     return judged, symbols
 
 
-def _copy_status(coupling: Coupling, function: Function | None, change: Change) -> Coupling:
-    """A copy equal to B's function is redundant; else the statements both it and upstream changed."""
+def _ways(
+    upstream: str, used: tuple[str, ...], a: Resolver, b: Resolver, mover: Mover
+) -> tuple[Change, tuple[tuple[str, Change], ...]]:
+    """What became of ``upstream``, and how each other way the tree reaches it (an import's module) sees it."""
+    plain = changes.judge(upstream, a.resolve(upstream), b.resolve(upstream), a, b, mover)
+    seen: dict[str, Change] = {}
+    for module in used:
+        missing = (a.missing(module), b.missing(module)) if module else (None, None)
+        if (missing[0] is None) == (missing[1] is None):  # a file at both, or at neither (absent as today)
+            seen[module] = plain
+        else:
+            seen[module] = changes.judge(
+                upstream, a.imported(upstream, module), b.imported(upstream, module), a, b, mover
+            )
+    change = next((c for c in seen.values() if c is not plain), plain)
+    return change, tuple((m, c) for m, c in seen.items() if c is not change)
+
+
+def _copy_status(function: Function, change: Change) -> tuple[str, tuple[str, ...]]:
+    """A copy equal to B's function is redundant (its status; "": the change's); else the statements both it
+    and upstream changed."""
     old, new = change.old, change.new
-    if function is None or new is None or not isinstance(new.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return coupling
+    if new is None or not isinstance(new.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return "", ()
     theirs = reading.statement_keys(new.node)
     if function.size >= reading.MIN_MATCHED and function.keys == theirs:
-        return replace(coupling, status=changes.REDUNDANT)
+        return changes.REDUNDANT, ()
     if old is None or change.status == changes.UNCHANGED or not isinstance(old.node, ast.FunctionDef):
-        return coupling
-    return replace(coupling, overlap=_overlap(function.keys, old.node, theirs))
+        return "", ()
+    return "", _overlap(function.keys, old.node, theirs)
 
 
 def _overlap(copy: tuple[int, ...], old: ast.FunctionDef, new: tuple[int, ...]) -> tuple[str, ...]:
@@ -280,9 +300,15 @@ def _overlap(copy: tuple[int, ...], old: ast.FunctionDef, new: tuple[int, ...]) 
 
 
 def with_verdicts(
-    tree: _Tree, couplings: list[Coupling], symbols: dict[str, Symbol], a: Resolver, b: Resolver
+    tree: _Tree,
+    couplings: list[Coupling],
+    symbols: dict[str, Symbol],
+    a: Resolver,
+    b: Resolver,
+    memo: Judged | None = None,
 ) -> list[Coupling]:
     """Each coupling with its verdict (``verdicts.judge``), given what the tree's code does with the name."""
+    memo = memo or Judged(None, (), a, b)
     modules, exports = _tree_modules(tree.scans)
     methods = {
         (cls.path, line): verdicts.Method(cls.signatures[name], cls.super_calls.get(name, ()))
@@ -311,26 +337,48 @@ def with_verdicts(
         for site in scan.calls:
             for ref in _vllm(site.ref, exports, modules):
                 owner = next((n for n in names if ref.path == n or ref.path.startswith(n + ".")), None)
-                if owner is not None and (why := verdicts.refused_call(site.call, site.line, ref.path, a, b)):
+                if owner is None:
+                    continue
+                call = (site.call, site.line, ref.path)
+                why = memo.get("call", call, functools.partial(verdicts.refused_call, *call, a, b))
+                if why:
                     refused.setdefault((scan.path, owner), []).append(why)
     out = []
     for c in couplings:
         symbol = symbols.get(c.upstream)
-        found = verdicts.judge(
+        change = None if c.why or symbol is None else symbol.change_for(c.imports)
+        # What verdicts.judge reads, besides the change (which the name and the way it is imported decide):
+        asked = (
             c.kind,
             c.status,
             c.upstream,
-            None if c.why or symbol is None else symbol.change_for(c.imports),
-            a,
-            b,
-            method=methods.get((c.path, c.line)) if c.kind == "override" else None,
-            subclassed=c.upstream in subclassed or c.name in subclassed,
-            refused_calls=refused.get((c.path, c.upstream), []) if c.kind == "import" else (),
-            mocked=c.detail in ("mock.patch", "mock.patch.object"),
-            imports=c.imports,
+            change is None,
+            methods.get((c.path, c.line)) if c.kind == "override" else None,
+            c.upstream in subclassed or c.name in subclassed,
+            tuple(refused.get((c.path, c.upstream), [])) if c.kind == "import" else (),
+            c.detail in ("mock.patch", "mock.patch.object"),
+            c.imports,
         )
+        found = memo.get("verdict", asked, functools.partial(_verdict, asked, change, a, b))
         out.append(replace(c, verdict=found.verdict, rule=found.rule, reason=found.reason))
     return out
+
+
+def _verdict(asked: tuple[Any, ...], change: Change | None, a: Resolver, b: Resolver) -> verdicts.Verdict:
+    kind, status, upstream, _, method, subclassed, refused, mocked, imports = asked
+    return verdicts.judge(
+        kind,
+        status,
+        upstream,
+        change,
+        a,
+        b,
+        method=method,
+        subclassed=subclassed,
+        refused_calls=refused,
+        mocked=mocked,
+        imports=imports,
+    )
 
 
 def is_test(path: str) -> bool:
@@ -407,12 +455,15 @@ def run(
     seconds["copies"] = time.monotonic() - clock
     clock = time.monotonic()
     a, b = Resolver(old), Resolver(new)
-    couplings += overrides(tree, a, b)
+    memo = Judged(root, paths, a, b)
+    couplings += overrides(tree, a, b, memo)
     seconds["overrides"] = time.monotonic() - clock
     clock = time.monotonic()
-    couplings, symbols = judge(tree, couplings, a, b, commits)
+    couplings, symbols = judge(tree, couplings, a, b, commits, memo)
     couplings = declarations(couplings, symbols, registry is not None or bool(declared))
-    couplings = with_verdicts(tree, couplings, symbols, a, b)
+    couplings = with_verdicts(tree, couplings, symbols, a, b, memo)
     couplings.sort(key=lambda c: (c.path, c.line, KINDS.index(c.kind), c.upstream))
+    memo.save()
+    progress(f"{memo.hits} judgements from the cache")
     seconds["resolve and compare"] = time.monotonic() - clock
     return Impact(root, old.label, new.label, couplings, symbols, tree.files, tree.skipped, registry, seconds)

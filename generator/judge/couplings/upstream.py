@@ -14,7 +14,7 @@ the name is absent there (``imported``), whatever a package's ``__getattr__`` se
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from generator.sources.package import Package
@@ -27,14 +27,35 @@ Node = ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef | ast.Assign | ast.
 
 @dataclass(frozen=True)
 class Definition:
-    """Where a name is defined at one release."""
+    """Where a name is defined at one release.
+
+    Its node is the statement's tree as parsed, or, for a definition the judgement cache gave back
+    (``judged``), parsed from its module when first asked for: most such definitions never are.
+    """
 
     name: str  # canonical: the defining module and qualified name, ``vllm.config.model.ModelConfig``
     module: str
     path: str  # the module's file in the package
     qualname: str  # "" for a module
     kind: str  # module | class | function | value
-    node: ast.AST | None = field(default=None, compare=False, repr=False)  # None for a module
+    _node: ast.AST | None = field(default=None, compare=False, repr=False)  # None for a module
+    span: tuple[int, int] | None = field(default=None, compare=False)  # its lines, decorators included
+    release: str = field(default="", compare=False)  # the label of the release it is defined in
+    _load: Callable[[], ast.AST | None] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def node(self) -> ast.AST | None:
+        if self._load is not None:
+            object.__setattr__(self, "_node", self._load())
+            object.__setattr__(self, "_load", None)
+        return self._node
+
+
+def _span(node: ast.AST | None) -> tuple[int, int] | None:
+    if node is None or not hasattr(node, "lineno"):
+        return None
+    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+    return first, getattr(node, "end_lineno", node.lineno)
 
 
 @dataclass(frozen=True)
@@ -145,9 +166,16 @@ class Resolver:
         parts = module.split(".")
         for i in range(1, len(parts) + 1):
             prefix = ".".join(parts[:i])
-            if self.module(prefix) is None:
+            if not self._is_file(prefix):
                 return NotFound(f"vLLM {self.label} has no module {prefix}: the import statement fails")
         return None
+
+    def _is_file(self, module: str) -> bool:
+        """``module`` is a file of the release (``module`` finds it), known without parsing it."""
+        if module in self._modules:
+            return self._modules[module] is not None
+        path = self.package.module_path(module)
+        return path is not None and self.package.text(path) is not None
 
     def _resolve(self, dotted: str, depth: int) -> Resolution:
         if depth > _DEPTH:
@@ -161,7 +189,7 @@ class Resolver:
 
     def _in_module(self, module: _Module, rest: list[str], depth: int) -> Resolution:
         if not rest:
-            return Definition(module.name, module.name, module.path, "", "module")
+            return Definition(module.name, module.name, module.path, "", "module", release=self.label)
         name, more = rest[0], rest[1:]
         nodes = module.bindings.get(name) if name != _STAR else None
         if not nodes:
@@ -224,7 +252,8 @@ class Resolver:
     def _member(self, module: _Module, node: ast.AST, qualname: str, more: list[str], depth: int) -> Resolution:
         kind = _kind(node)
         if not more:
-            return Definition(f"{module.name}.{qualname}", module.name, module.path, qualname, kind, node)
+            name = f"{module.name}.{qualname}"
+            return Definition(name, module.name, module.path, qualname, kind, node, _span(node), self.label)
         if isinstance(node, ast.ClassDef):
             name, rest = more[0], more[1:]
             members = _bindings(node.body)
@@ -259,6 +288,20 @@ class Resolver:
             return []
         found = [self._base(module, b, 0) for b in definition.node.bases]
         return [d for d in found if isinstance(d, Definition) and d.kind == "class"]
+
+    def node_of(self, module: str, qualname: str) -> ast.AST | None:
+        """The statement defining ``qualname`` in ``module``, found as resolving it found it (None: a module)."""
+        found = self.module(module)
+        if found is None or not qualname:
+            return None
+        node: ast.AST | None = None
+        bindings = found.bindings
+        for part in qualname.split("."):
+            if part not in bindings:
+                raise LookupError(f"vLLM {self.label}'s {module} no longer defines {qualname}")
+            node = _chosen(bindings[part])
+            bindings = _bindings(node.body) if isinstance(node, ast.ClassDef) else {}
+        return node
 
     def defines(self, class_name: str, member: str) -> Definition | None:
         """The definition of ``member`` a vLLM class has, its own or inherited from a vLLM base."""
