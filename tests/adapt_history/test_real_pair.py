@@ -88,10 +88,12 @@ def test_adapt_takes_the_upstream_change_tpu_inference_took(tmp_path: Path) -> N
     result = CliRunner().invoke(
         main, ["--root", str(p_a), "adapt", "--from", "v0.31.0", "--to", "v0.32.0", "--only", "copies"]
     )
-    assert result.exit_code == 0, result.output
+    # 1: written, with work left for a person (docs/adapt.md, "Exit codes"); anything else is a failure
+    assert result.exit_code in (0, 1), result.output
     site = f"{FILE}:{copy_a.lineno} "
     text = (p_a / FILE).read_text()
     if f"left conflict {site}" in result.stdout:
+        assert result.exit_code == 1, "a conflict is work left for a person"
         assert f"re-synced {site}" not in result.stdout
         assert ast.get_source_segment(text, _method(text, *COPY)) == ast.get_source_segment(was, copy_a)
         return
