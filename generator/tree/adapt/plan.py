@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import copy
+from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -149,10 +150,10 @@ def _unreached(plan: Plan, impact: Impact, moves: Mapping[str, tuple[str, str]])
         if x.kind in ("name", "guarded") and line.isdigit():
             handled.setdefault((path, x.upstream), set()).add(int(line))
     moved = [c for c in impact.couplings if c.upstream in moves and c.kind in ("import", "patch")]
+    per_name = Counter((c.path, c.upstream) for c in moved)
     for c in moved:
         lines = handled.get((c.path, c.upstream), set())
-        same = [m for m in moved if (m.path, m.upstream) == (c.path, c.upstream)]
-        if c.line in lines or len(lines) >= len(same):
+        if c.line in lines or len(lines) >= per_name[(c.path, c.upstream)]:
             continue
         module, qualname = moves[c.upstream]
         why = f"moved to {module}.{qualname}, reached by a path adapt does not rewrite (a module alias, setattr)"
