@@ -17,7 +17,10 @@ result:
   ``takes N positional arguments``): the couplings of an upstream ``...Q`` whose signature changed at a
   file of the traceback, and the tree's own override named ``Q`` (vLLM at B calls it its new way);
 - ``upstream``: a frame inside B's definition of a coupling's changed upstream, the coupling at a file
-  of the traceback (the tree called into code that changed).
+  of the traceback (the tree called into code that changed);
+- ``class``: the error names a class of the tree (``Q.__init__()`` refusing an argument, ``Can't instantiate
+  abstract class Q``, a property of ``Q`` it cannot set, an attribute ``Q`` lacks): the couplings, in ``Q``'s
+  file, of the vLLM base whose methods ``Q`` overrides (B changed the base under the subclass).
 """
 
 from __future__ import annotations
