@@ -11,6 +11,8 @@ import ast
 import inspect
 import itertools
 import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -49,6 +51,116 @@ def tally(rows):
     rate = count / len(rows)
     final = round(rate, 2)
     return final
+"""
+
+# Classes the tree subclasses, changed under it in ways its own code never names (B's side below).
+_SHAPES_A = """
+import abc
+from dataclasses import dataclass
+
+
+class Wrapper(abc.ABC):
+    @abc.abstractmethod
+    def apply(self, x): ...
+
+
+class Complete(abc.ABC):
+    @abc.abstractmethod
+    def apply(self, x): ...
+
+
+class Speculator:
+    def __init__(self, n):
+        self.n = n
+
+
+class Settable:
+    def __init__(self, n):
+        self.n = n
+
+
+@dataclass
+class State:
+    req_id: str
+    tokens: int = 0
+
+
+class Checked:
+    pass
+
+class Auto:
+    def draft(self, x):
+        return x
+
+
+class Mtp(Auto):
+    def draft(self, x):
+        return x + 1
+"""
+_SHAPES_B = """
+import abc
+from dataclasses import dataclass
+
+
+class Wrapper(abc.ABC):
+    @abc.abstractmethod
+    def apply(self, x): ...
+
+    @abc.abstractmethod
+    def apply_full(self, x): ...
+
+
+class Complete(abc.ABC):
+    @abc.abstractmethod
+    def apply(self, x): ...
+
+    @abc.abstractmethod
+    def extra(self): ...
+
+
+class Speculator:
+    def __init__(self, n):
+        self.n = n
+
+    @property
+    def max_len(self):
+        return self.n * 2
+
+
+class Settable:
+    def __init__(self, n):
+        self.n = n
+
+    @property
+    def size(self):
+        return self._size
+
+    @size.setter
+    def size(self, value):
+        self._size = value
+
+
+@dataclass
+class State:
+    req_id: str
+    draft: list
+    tokens: int = 0
+
+
+class Checked:
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.checked = True
+
+
+class Auto:
+    def draft(self, x):
+        return x
+
+
+class Mtp(Auto):
+    def draft(self, x, budget):
+        return x + 1
 """
 
 A = {
@@ -104,6 +216,7 @@ A = {
         def helper(x):
             return x
     """,
+    "vllm/shapes.py": _SHAPES_A,
     "vllm/moved_a.py": """
         def relocated(x):
             y = x + 1
@@ -159,6 +272,7 @@ B = {
             return x
     """,
     "vllm/old.py": "from vllm.new import helper\n",
+    "vllm/shapes.py": _SHAPES_B,
     "vllm/moved_b.py": """
         def relocated(x):
             y = x + 1
@@ -229,6 +343,65 @@ TREE = {
         lib.body_changed = lambda a: a
         old.helper = lambda x: x
     """,
+    "pkg/sub.py": """
+        from dataclasses import dataclass
+
+        from vllm.shapes import Checked, Speculator, State, Wrapper
+
+
+        class NpuWrapper(Wrapper):
+            def apply(self, x):
+                return x
+
+
+        class NpuSpeculator(Speculator):
+            def __init__(self, n):
+                super().__init__(n)
+                self.max_len = 5
+
+
+        @dataclass
+        class NpuState(State):
+            device: str = "npu"
+
+
+        class NpuChecked(Checked):
+            pass
+    """,
+    "pkg/sub_base.py": """
+        from vllm.shapes import Auto, Complete, Settable
+
+
+        class Half(Complete):
+            pass
+
+
+        class TreeAuto(Auto):
+            pass
+    """,
+    "pkg/sub_ok.py": """
+        from pkg.sub_base import Half, TreeAuto
+        from vllm.shapes import Mtp, Settable
+
+
+        class Leaf(TreeAuto, Mtp):
+            def draft(self, x):
+                return x
+
+
+        class Full(Half):
+            def apply(self, x):
+                return x
+
+            def extra(self):
+                return None
+
+
+        class Sized(Settable):
+            def __init__(self, n):
+                super().__init__(n)
+                self.size = n
+    """,
     "pkg/imports.py": """
         from vllm.old import helper
         from vllm.moved_a import relocated
@@ -238,6 +411,14 @@ TREE = {
 
         def test_it():
             with mock.patch("vllm.lib.added_required"), mock.patch("vllm.lib.gone"):
+                pass
+    """,
+    "tests/test_binds.py": """
+        from unittest import mock
+
+        def test_it():
+            # the tree's own name (pkg.imports binds relocated); vLLM's module through the tree's name
+            with mock.patch("pkg.imports.relocated"), mock.patch("pkg.patches.lib.gone"):
                 pass
     """,
     "pkg/copies.py": _COMPUTE.replace("    total = 0\n", "    total = 0.0\n")
@@ -254,6 +435,14 @@ EXPECTED = {
     ("import", "pkg/calls.py", "vllm.lib.body_changed"): ("info", "other"),  # the call binds; body is upstream's
     ("import", "pkg/calls_fixed.py", "vllm.lib.renamed"): ("info", "other"),  # refused at A, binds at B
     ("import", "pkg/over.py", "vllm.base.Base"): ("review", "init-changed"),
+    # What B's class does to the tree's class below it, which the tree never writes (test_inherited_truth).
+    ("import", "pkg/sub.py", "vllm.shapes.Wrapper"): ("breaks", "abstract-added"),  # no apply_full
+    ("import", "pkg/sub.py", "vllm.shapes.Speculator"): ("breaks", "property-assigned"),  # self.max_len = 5
+    ("import", "pkg/sub.py", "vllm.shapes.State"): ("review", "init-changed"),  # a field without default
+    ("import", "pkg/sub.py", "vllm.shapes.Checked"): ("review", "init-changed"),  # __init_subclass__ runs
+    # Half leaves extra to Full, the class below it in another file: Full is what gets instantiated.
+    ("import", "pkg/sub_base.py", "vllm.shapes.Complete"): ("info", "other"),
+    ("import", "pkg/sub_ok.py", "vllm.shapes.Settable"): ("info", "other"),  # the property has a setter
     ("patch", "pkg/patches.py", "vllm.lib.gone"): ("breaks", "gone"),
     ("patch", "pkg/patches.py", "vllm.lib.added_required"): ("breaks", "patch-signature"),
     ("patch", "pkg/patches.py", "vllm.lib.added_default"): ("review", "patched-changed"),
@@ -268,6 +457,10 @@ EXPECTED = {
     ("patch", "tests/test_lib.py", "vllm.lib.added_required"): ("review", "patched-changed"),
     ("patch", "tests/test_lib.py", "vllm.lib.gone"): ("breaks", "gone"),
     ("copy", "pkg/copies.py", "vllm.lib.tally"): ("review", "copy-changed"),
+    # A mock of the tree's own name: the import in pkg/imports.py is what breaks. Through the tree's name
+    # of vLLM's module, the patch reaches vLLM's own name, which is gone.
+    ("patch", "tests/test_binds.py", "vllm.moved_a.relocated"): ("info", "own-binding"),
+    ("patch", "tests/test_binds.py", "vllm.lib.gone"): ("breaks", "gone"),
 }
 # Overrides, by class and method (several classes override one base method): **kwargs passed through
 # takes B's new keyword mode, a plain signature does not.
@@ -281,6 +474,10 @@ OVERRIDES = {
     "Robust.step": ("review", "patched-changed"),
     "Robust.configure": ("review", "patched-changed"),
     "Strict.configure": ("breaks", "override-signature"),
+    # Through a class of the tree in another file; of two vLLM bases defining draft, Python's method
+    # resolution reaches Mtp's before Auto's (Mtp derives from Auto): Mtp.draft gained a parameter.
+    "Full.extra": ("review", "override-added"),
+    "Leaf.draft": ("breaks", "override-signature"),
 }
 
 
@@ -329,6 +526,34 @@ def test_each_rule_gives_the_verdict_the_planted_change_calls_for(report_json: d
     }
 
 
+# Python's own word on the classes of pkg/sub*.py: each made as the plugin would (this file's literals), at
+# each release. A breaks rule must be exactly where Python refuses at B what it took at A.
+_MADE = {
+    "vllm.shapes.Wrapper": "from pkg.sub import NpuWrapper; NpuWrapper()",
+    "vllm.shapes.Speculator": "from pkg.sub import NpuSpeculator; NpuSpeculator(3)",
+    "vllm.shapes.Complete": "from pkg.sub_ok import Full; Full()",
+    "vllm.shapes.Settable": "from pkg.sub_ok import Sized; Sized(3)",
+}
+
+
+def _python_takes(release: Path, tree: Path, statement: str) -> bool:
+    env = {"PYTHONPATH": f"{tree}:{release}", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", statement], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0 or "Error" in done.stderr, done.stderr
+    return done.returncode == 0
+
+
+def test_inherited_rules_agree_with_python(report_json: dict[str, Any], tmp_path: Path) -> None:
+    tree = Path(report_json["tree"])
+    verdict = {c["upstream"]: c["rule"] for c in report_json["couplings"] if c["site"].startswith("pkg/sub")}
+    for upstream, statement in _MADE.items():
+        at_a = _python_takes(tmp_path / "vllm-1.0.0", tree, statement)
+        at_b = _python_takes(tmp_path / "vllm-1.1.0", tree, statement)
+        assert at_a, (upstream, "the tree's class must work at A")
+        breaks = verdict[upstream] in ("abstract-added", "property-assigned")
+        assert breaks == (not at_b), (upstream, verdict[upstream], at_b)
+
+
 def test_text_and_the_plan_lead_with_breaks_and_count_info(report_json: dict[str, Any], tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["impact", "--root", report_json["tree"], "--from", "v1.0.0", "--to", "v1.1.0"])
     assert result.exit_code == 0, result.stderr
@@ -359,7 +584,12 @@ def test_the_bump_plan_carries_breaks_then_review(report_json: dict[str, Any]) -
     assert order == sorted(order, key=("breaks", "review").index) and "info" not in order
     assert summary["verdicts"] == report_json["verdicts"]
     broken = {s["name"] for s in summary["symbols"] if s["verdict"] == "breaks"}
-    overridden = {f"vllm.base.Base.{m.partition('.')[2]}" for m, v in OVERRIDES.items() if v[0] == "breaks"}
+    bases = {"Leaf": "vllm.shapes.Mtp"}  # the rest override vllm.base.Base
+    overridden = {
+        f"{bases.get(m.partition('.')[0], 'vllm.base.Base')}.{m.partition('.')[2]}"
+        for m, v in OVERRIDES.items()
+        if v[0] == "breaks"
+    }
     assert broken == {k[2] for k, v in EXPECTED.items() if v[0] == "breaks"} | overridden
     assert all(s["sites"] and s["why"] for s in summary["symbols"])
     section = report.markdown(found, suite="(the plugin's unit tests at both releases)")

@@ -24,13 +24,13 @@ from generator.judge import provenance
 from generator.judge.census import index as census_index
 from generator.judge.census import matching, reading
 from generator.judge.census.reading import Function, Skipped
-from generator.judge.couplings import changes, sites, verdicts
+from generator.judge.couplings import changes, inherited, sites, verdicts
 from generator.judge.couplings.bindings import Exports, Ref, follow
 from generator.judge.couplings.changes import Change, Mover
 from generator.judge.couplings.judged import Judged
 from generator.judge.couplings.registry import Declared
 from generator.judge.couplings.tree_read import Tree, read_tree
-from generator.judge.couplings.upstream import Resolver
+from generator.judge.couplings.upstream import Definition, Resolver
 from generator.sources.base import Progress, no_progress
 from generator.sources.package import Package
 
@@ -59,6 +59,7 @@ class Coupling:
     # An import statement of vLLM's: the module it imports, which must be a file of the release (no package's
     # ``__getattr__`` serves it); "" for any other coupling, and for an import through the tree's own modules.
     imports: str = ""
+    own: bool = False  # a patch of the tree's own module's name, bound to the vLLM name by the tree's import
 
     @property
     def site(self) -> str:
@@ -139,7 +140,12 @@ def found(
                 kind = "import" if site.kind == "import" or "star import" in site.why else "patch"
                 written = site.kind == "import" and ref == site.ref  # not through the tree's own modules
                 imports = site.module if written and Ref(site.module).in_vllm else ""
-                out.append(Coupling(kind, scan.path, site.line, ref.path, site.detail, site.why, imports=imports))
+                # A patch of a name the tree's own module binds (``mock.patch("plugin.worker.f")``): it rebinds
+                # the tree's name, which the tree's import of ``f`` binds.
+                own = kind == "patch" and not site.ref.in_vllm and site.ref.path.rpartition(".")[0] in modules
+                out.append(
+                    Coupling(kind, scan.path, site.line, ref.path, site.detail, site.why, imports=imports, own=own)
+                )
     matches = matching.outermost([m for f in tree.functions if (m := matching.match(f, index)) is not None])
     label = index.source.files.label
     progress(f"{len(matches)} copies of vLLM {label}'s functions among {len(tree.functions)}")
@@ -151,35 +157,72 @@ def found(
     return out
 
 
+class _Lineage:
+    """The tree's classes with what each derives from: vLLM classes, and the tree's own classes on the way."""
+
+    def __init__(self, tree: _Tree) -> None:
+        self.modules, self.exports = _tree_modules(tree.scans)
+        self.classes = {(c.module, c.qualname): c for scan in tree.scans for c in scan.classes}
+        self._found: dict[tuple[str, str], tuple[list[str], list[tuple[str, str]]]] = {}
+
+    def of(self, cls: sites.TreeClass, depth: int = 0) -> tuple[list[str], list[tuple[str, str]]]:
+        """(the vLLM classes ``cls`` derives from, in order; the tree's classes between, as (module, qualname))."""
+        key = (cls.module, cls.qualname)
+        if key in self._found or depth > 20:
+            return self._found.get(key, ([], []))
+        self._found[key] = ([], [])
+        vllm: list[str] = []
+        own: list[tuple[str, str]] = []
+
+        def through(base: sites.TreeClass) -> None:
+            more_vllm, more_own = self.of(base, depth + 1)
+            vllm.extend(more_vllm)
+            own.extend([(base.module, base.qualname), *more_own])
+
+        for local in cls.local_bases:
+            if (base := self.classes.get((cls.module, local))) is not None:
+                through(base)
+        for refs_of in cls.bases:
+            for ref in refs_of:
+                # A class of the tree's own binds nothing ``follow`` goes on with: its path is the class.
+                for target in [ref] if self._tree_class(ref.path) else follow(ref, self.exports, self.modules):
+                    if target.in_vllm:
+                        vllm.append(target.path)
+                        continue
+                    module, _, name = target.path.rpartition(".")
+                    if (base := self.classes.get((module, name))) is not None:
+                        through(base)
+        self._found[key] = (list(dict.fromkeys(vllm)), list(dict.fromkeys(own)))
+        return self._found[key]
+
+    def _tree_class(self, path: str) -> bool:
+        module, _, name = path.rpartition(".")
+        return (module, name) in self.classes
+
+    def subclasses(self) -> dict[str, tuple[verdicts.Subclass, ...]]:
+        """Each vLLM class the tree derives from -> the tree's leaf classes below it (what gets instantiated),
+        each with the names it and the tree's classes between bind and the attributes they assign."""
+        inner = {own for cls in self.classes.values() for own in self.of(cls)[1]}
+        out: dict[str, set[verdicts.Subclass]] = {}
+        for key, cls in sorted(self.classes.items()):
+            if key in inner:
+                continue
+            bases, between = self.of(cls)
+            family = [cls, *(self.classes[k] for k in between if k in self.classes)]
+            binds = frozenset(n for c in family for n in (*c.methods, *c.attributes))
+            assigns = frozenset(n for c in family for n in c.assigns)
+            for base in bases:
+                out.setdefault(base, set()).add(verdicts.Subclass(cls.qualname, binds, assigns))
+        return {base: tuple(sorted(found)) for base, found in out.items()}
+
+
 def overrides(tree: _Tree, a: Resolver, b: Resolver, memo: Judged | None = None) -> list[Coupling]:
     """Methods of the tree's classes that a vLLM ancestor class defines, at A or at B."""
     memo = memo or Judged(None, (), a, b)
-    modules, exports = _tree_modules(tree.scans)
-    classes = {(c.module, c.qualname): c for scan in tree.scans for c in scan.classes}
-    by_module = {scan.module: scan for scan in tree.scans}
-    found: dict[tuple[str, str], list[str]] = {}
+    lineage = _Lineage(tree)
 
-    def ancestors(cls: sites.TreeClass, depth: int = 0) -> list[str]:
-        """The vLLM classes ``cls`` derives from, directly or through the tree's own classes, in order."""
-        key = (cls.module, cls.qualname)
-        if key in found or depth > 20:
-            return found.get(key, [])
-        found[key] = []
-        out: list[str] = []
-        for local in cls.local_bases:
-            if (base := classes.get((cls.module, local))) is not None:
-                out += ancestors(base, depth + 1)
-        for refs_of in cls.bases:
-            for ref in refs_of:
-                for target in follow(ref, exports, modules):
-                    if target.in_vllm:
-                        out.append(target.path)
-                        continue
-                    module, _, name = target.path.rpartition(".")
-                    if module in by_module and (base := classes.get((module, name))) is not None:
-                        out += ancestors(base, depth + 1)
-        found[key] = list(dict.fromkeys(out))
-        return found[key]
+    def ancestors(cls: sites.TreeClass) -> list[str]:
+        return lineage.of(cls)[0]
 
     out: list[Coupling] = []
     for scan in tree.scans:
@@ -188,12 +231,42 @@ def overrides(tree: _Tree, a: Resolver, b: Resolver, memo: Judged | None = None)
             if not bases:
                 continue
             for method, line in cls.methods.items():
-                for base in bases:
-                    if memo.get("defines", (base, method), functools.partial(_defines, a, b, base, method)):
-                        detail = f"{cls.qualname}.{method} overrides it"
-                        out.append(Coupling("override", scan.path, line, f"{base}.{method}", detail))
-                        break
+                defining = [
+                    base
+                    for base in bases
+                    if memo.get("defines", (base, method), functools.partial(_defines, a, b, base, method))
+                ]
+                if defining:
+                    base = _nearest(defining, a, b, memo)
+                    detail = f"{cls.qualname}.{method} overrides it"
+                    out.append(Coupling("override", scan.path, line, f"{base}.{method}", detail))
     return out
+
+
+def _nearest(defining: list[str], a: Resolver, b: Resolver, memo: Judged) -> str:
+    """Of the vLLM bases defining a method, the one Python's method resolution reaches first: the first
+    listed that no other of them derives from (``class Q(TreeBase, vllm.Mtp)`` where ``TreeBase`` derives
+    from ``vllm.AutoRegressive`` and ``Mtp`` does too: ``Mtp`` comes first)."""
+    if len(defining) == 1:
+        return defining[0]
+    ancestry = {base: memo.get("ancestry", base, functools.partial(_ancestry, a, b, base)) for base in defining}
+    for base in defining:
+        own = ancestry[base][0]
+        if not any(own & ancestry[other][1] for other in defining if other != base):
+            return base
+    return defining[0]
+
+
+def _ancestry(a: Resolver, b: Resolver, name: str) -> tuple[frozenset[str], frozenset[str]]:
+    """Where the class ``name`` is defined, at A and at B, and the vLLM classes it derives from there."""
+    own: set[str] = set()
+    above: set[str] = set()
+    for resolver in (a, b):
+        found = resolver.resolve(name)
+        if isinstance(found, Definition) and found.kind == "class":
+            own.add(found.name)
+            above.update(c.name for c in inherited.lineage(resolver, found)[1:])
+    return frozenset(own), frozenset(above)
 
 
 def _defines(a: Resolver, b: Resolver, base: str, method: str) -> bool:
@@ -317,14 +390,7 @@ def with_verdicts(
         for name, line in cls.methods.items()
         if name in cls.signatures
     }
-    subclassed = {
-        r.path
-        for s in tree.scans
-        for c in s.classes
-        for refs in c.bases
-        for ref in refs
-        for r in _vllm(ref, exports, modules)
-    }
+    subclasses = _Lineage(tree).subclasses()
     imported: dict[str, list[str]] = {}  # a file's import couplings' names, longest first (a call goes to the longest)
     for c in couplings:
         if c.kind == "import" and not c.why:
@@ -354,10 +420,11 @@ def with_verdicts(
             c.upstream,
             change is None,
             methods.get((c.path, c.line)) if c.kind == "override" else None,
-            c.upstream in subclassed or c.name in subclassed,
+            subclasses.get(c.upstream, ()) or subclasses.get(c.name, ()),
             tuple(refused.get((c.path, c.upstream), [])) if c.kind == "import" else (),
             c.detail in ("mock.patch", "mock.patch.object"),
             c.imports,
+            c.own,
         )
         found = memo.get("verdict", asked, functools.partial(_verdict, asked, change, a, b))
         out.append(replace(c, verdict=found.verdict, rule=found.rule, reason=found.reason))
@@ -365,7 +432,7 @@ def with_verdicts(
 
 
 def _verdict(asked: tuple[Any, ...], change: Change | None, a: Resolver, b: Resolver) -> verdicts.Verdict:
-    kind, status, upstream, _, method, subclassed, refused, mocked, imports = asked
+    kind, status, upstream, _, method, subclasses, refused, mocked, imports, own = asked
     return verdicts.judge(
         kind,
         status,
@@ -374,10 +441,11 @@ def _verdict(asked: tuple[Any, ...], change: Change | None, a: Resolver, b: Reso
         a,
         b,
         method=method,
-        subclassed=subclassed,
+        subclasses=subclasses,
         refused_calls=refused,
         mocked=mocked,
         imports=imports,
+        own_binding=own,
     )
 
 

@@ -62,6 +62,10 @@ class TreeClass:
     # a changed base signature breaks the override.
     signatures: dict[str, Signature] = field(default_factory=dict)
     super_calls: dict[str, tuple[tuple[int, Call], ...]] = field(default_factory=dict)
+    # What the class binds besides its methods: class-level names, and ``self.<name> = ...`` in its methods
+    # (a base's new abstract method it already binds is no gap; a base's read-only property it assigns is).
+    attributes: frozenset[str] = frozenset()
+    assigns: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -164,8 +168,21 @@ class _Walker:
         defs = [m for m in _class_statements(node.body) if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
         sigs = {m.name: of(m.args) for m in defs}
         supers = {m.name: _super_calls(m) for m in defs}
+        attributes = frozenset(_class_level_names(node.body))
         self.scan.classes.append(
-            TreeClass(self.path, self.module, qualname, node.lineno, bases, local, methods, sigs, supers)
+            TreeClass(
+                self.path,
+                self.module,
+                qualname,
+                node.lineno,
+                bases,
+                local,
+                methods,
+                sigs,
+                supers,
+                attributes,
+                frozenset(name for m in defs for name in _self_assigned(m)),
+            )
         )
         scope = Scope(parent, "class")
         self.fill(scope, node.body)
@@ -298,6 +315,33 @@ def _super_calls(method: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[tuple[
         ):
             out.append((node.lineno, call_of(node)))
     return tuple(sorted(out, key=lambda item: item[0]))
+
+
+def _class_level_names(body: Sequence[ast.stmt]) -> Iterator[str]:
+    for stmt in _class_statements(body):
+        targets = (
+            stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+        )
+        yield from (t.id for t in targets if isinstance(t, ast.Name))
+
+
+def _self_assigned(method: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[str]:
+    """``<first parameter>.<name> = ...`` (plain, annotated or augmented) anywhere in the method's body."""
+    params = [*method.args.posonlyargs, *method.args.args]
+    if not params:
+        return
+    receiver = params[0].arg
+    for node in ast.walk(method):
+        if isinstance(node, ast.Assign):
+            targets: list[ast.expr] = list(node.targets)
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            targets = [node.target]
+        else:
+            continue
+        for target in targets:
+            for part in ast.walk(target) if isinstance(target, (ast.Tuple, ast.List)) else [target]:
+                if isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name) and part.value.id == receiver:
+                    yield part.attr
 
 
 def _is_monkeypatch(node: ast.AST) -> bool:

@@ -13,7 +13,7 @@ import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from generator.judge.couplings import changes, signatures
+from generator.judge.couplings import changes, inherited, signatures
 from generator.judge.couplings.changes import Change
 from generator.judge.couplings.signatures import Signature
 from generator.judge.couplings.upstream import Definition, Resolver
@@ -48,6 +48,17 @@ RULES = (
         "a patch written for A's signature that B's callers call in a way A's refuses (not a test's mock.patch)",
     ),
     Rule("call-refused", BREAKS, "a call of a vLLM function or class with arguments B's signature refuses, A's took"),
+    Rule(
+        "abstract-added",
+        BREAKS,
+        "a class the tree subclasses gained an abstract method at B that the tree's class does not define"
+        " (Python refuses to instantiate it)",
+    ),
+    Rule(
+        "property-assigned",
+        BREAKS,
+        "a class the tree subclasses has, from B on, a read-only property the tree's class assigns (self.x = ...)",
+    ),
     Rule("copy-changed", REVIEW, "a copy whose upstream function changed (overlap: the statements both changed)"),
     Rule("override-added", REVIEW, "a method B's base starts defining: the tree's method overrides it from B on"),
     Rule(
@@ -55,7 +66,18 @@ RULES = (
         REVIEW,
         "a patched or overridden definition that changed (its body, value or signature, compatibly)",
     ),
-    Rule("init-changed", REVIEW, "a class the tree subclasses whose __init__ changed"),
+    Rule(
+        "init-changed",
+        REVIEW,
+        "a class the tree subclasses whose __init__ or __init_subclass__ changed, or, for a dataclass or a"
+        " NamedTuple, its fields",
+    ),
+    Rule(
+        "own-binding",
+        INFO,
+        "a patch of a name the tree's own module binds to a vLLM name gone from its path: the tree's import"
+        " of it is what breaks, and is judged",
+    ),
     Rule("moved-reexported", INFO, "moved, still reached by the tree's path through a re-export"),
     Rule("redundant", INFO, "a copy equal to B's function: the copy can go"),
     Rule("declared", INFO, "a registry entry: documentation (the code that patches is judged on its own)"),
@@ -70,6 +92,16 @@ class Verdict:
     verdict: str
     rule: str
     reason: str  # the rule's words for this coupling
+
+
+@dataclass(frozen=True, order=True)
+class Subclass:
+    """A class of the tree below a vLLM class (a leaf: what gets instantiated), with the names it and the
+    tree's classes between bind (methods, class-level names) and the attributes their methods assign."""
+
+    qualname: str
+    binds: frozenset[str]
+    assigns: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -113,10 +145,11 @@ def judge(
     b: Resolver,
     *,
     method: Method | None = None,
-    subclassed: bool = False,
+    subclasses: Sequence[Subclass] = (),
     refused_calls: Sequence[str] = (),
     mocked: bool = False,
     imports: str = "",
+    own_binding: bool = False,
 ) -> Verdict:
     """The verdict of one coupling (``kind`` at ``status``) on ``upstream``, whose change from A to B is ``change``.
 
@@ -130,6 +163,8 @@ def judge(
         return _given("redundant")
     old, new = change.old, change.new
     at_b = f"at {b.label}"
+    if kind == "patch" and own_binding and status in (changes.REMOVED, changes.MOVED):
+        return _given("own-binding")
     if status == changes.REMOVED:
         rule = {"copy": "copy-of-removed", "override": "override-gone"}.get(kind, "gone")
         return _given(rule)
@@ -178,13 +213,40 @@ def judge(
     # An import: what the tree does with the name decides.
     if refused_calls:
         return _given("call-refused", refused_calls[0])
-    if subclassed and old is not None and new is not None and old.kind == new.kind == "class":
-        init_a, init_b = a.defines(old.name, "__init__"), b.defines(new.name, "__init__")
-        if init_a is not None and init_b is not None and changes.parts_of(init_a, init_b, a, b)[0]:
-            return _given("init-changed", f"{init_b.name} changed: the tree's subclass runs it")
+    subclassed = subclasses and old is not None and new is not None and old.kind == new.kind == "class"
+    if subclassed and (found := _under_subclass(subclasses, old, new, a, b)) is not None:  # type: ignore[arg-type]
+        return found
     if status == changes.MOVED:
         return _given("moved-reexported")
     return _given("other")
+
+
+def _under_subclass(
+    subclasses: Sequence[Subclass], old: Definition, new: Definition, a: Resolver, b: Resolver
+) -> Verdict | None:
+    """What B's class does to the tree's classes below it that they do not write: a new abstract method
+    they do not define, a read-only property they assign, a changed generated or explicit initializer."""
+    added = inherited.abstract_methods(b, new) - inherited.abstract_methods(a, old)
+    for sub in subclasses:
+        if gap := sorted(added - sub.binds):
+            return _given("abstract-added", f"{new.name} declares {', '.join(gap)} abstract at {b.label}: "
+                          f"{sub.qualname} does not define it, so it cannot be instantiated")  # fmt: skip
+    read_only = inherited.read_only_properties(b, new) - inherited.read_only_properties(a, old)
+    for sub in subclasses:
+        if hit := sorted((read_only & sub.assigns) - sub.binds):
+            return _given("property-assigned", f"{new.name}.{hit[0]} is a property without a setter at {b.label}: "
+                          f"{sub.qualname} assigns self.{hit[0]}")  # fmt: skip
+    for member in ("__init__", "__init_subclass__"):
+        init_a, init_b = a.defines(old.name, member), b.defines(new.name, member)
+        if init_a is not None and init_b is not None and changes.parts_of(init_a, init_b, a, b)[0]:
+            return _given("init-changed", f"{init_b.name} changed: the tree's subclass runs it")
+        if (init_a is None) != (init_b is None) and member == "__init_subclass__":
+            return _given("init-changed", f"{new.name}.__init_subclass__ is new at {b.label}: it checks the subclass")
+    fields_a, fields_b = inherited.fields(a, old), inherited.fields(b, new)
+    if fields_a != fields_b and fields_b is not None:
+        return _given("init-changed", f"{new.name}'s fields changed ({', '.join(fields_b)} at {b.label}): "
+                      "its generated __init__ takes them")  # fmt: skip
+    return None
 
 
 def refused_call(call: signatures.Call, line: int, name: str, a: Resolver, b: Resolver) -> str | None:
