@@ -38,8 +38,11 @@ GONE = re.compile(r"^GoneAtB: ([\w.]+) is not in vLLM B \(peeled; imported at (\
 CANNOT_IMPORT = re.compile(r"cannot import name '([\w.]+)' from '([\w.]+)'")
 NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 MODULE_ATTR = re.compile(r"module '([\w.]+)' has no attribute '(\w+)'")
+# unittest.mock's word when the target of a patch lacks the attribute (``patch.object(C, "x")``, ``patch("m.C.x")``).
+MOCK_ATTR = re.compile(r"<(?:class|module) '([\w.]+)'(?: from '[^']*')?> does not have the attribute '(\w+)'")
 OBJECT_ATTR = re.compile(r"(?:type object|object of type)? ?'(\w+)'(?: object)? has no attribute '(\w+)'")
 CALL = re.compile(r"^TypeError: ([\w.<>]+)\(\) (?:got an unexpected keyword|missing \d+ required|takes )")
+CONSTRUCTORS = (".__init__", ".__new__")  # a class's call, as the TypeError names it (``Q.__new__()``: a NamedTuple)
 # An error naming a class of the tree whose vLLM base changed under it (a new field, a new abstract method,
 # a property where the tree assigns): the base is what its overrides override (``Q.m`` of ``vllm.x.Base.m``).
 CLASS_NAMED = (
@@ -47,6 +50,7 @@ CLASS_NAMED = (
     re.compile(r"^TypeError: Can't instantiate abstract class (\w+)"),
     re.compile(r"^AttributeError: property '\w+' of '(\w+)' object has no setter"),
     re.compile(r"^AttributeError: '(\w+)' object has no attribute '\w+'"),
+    re.compile(r"^AttributeError: <class '(?:[\w.]+\.)?(\w+)'> does not have the attribute '\w+'"),
 )
 # A class of the tree -> (its file, a vLLM base it overrides methods of).
 Bases = Mapping[str, set[tuple[str, str]]]
@@ -63,6 +67,7 @@ class Coupling:
     verdict: str | None
     scope: Scope
     signature_changed: bool = False
+    rule: str = ""  # impact's rule (``call-refused``: B refuses a call the tree makes of it)
     at_to: tuple[str, int, int] | None = None  # B's definition: path, first, last line
 
     @property
@@ -116,6 +121,7 @@ def couplings_of(
                 verdict=str(verdict) if verdict is not None else None,
                 scope=scopes.get(site, Scope(site.rpartition(":")[0], ())),
                 signature_changed="signature" in (symbol.get("parts") or ()),
+                rule=str(raw.get("rule") or ""),
                 at_to=(str(to["path"]), int(lines[0]), int(lines[1])) if to.get("path") and lines else None,
             )
         )
@@ -148,6 +154,8 @@ def named(error: str) -> tuple[list[str], list[str]]:
         return [match[1]], []
     if match := MODULE_ATTR.search(error):
         return [f"{match[1]}.{match[2]}"], []
+    if match := MOCK_ATTR.search(error):
+        return [f"{match[1]}.{match[2]}"], []
     if match := OBJECT_ATTR.search(error):
         return [], [f"{match[1]}.{match[2]}"]
     return [], []
@@ -172,7 +180,9 @@ def _attribute(failure: Outcome, by_path: Mapping[str, list[Coupling]], bases: B
         files.add(gone[2])  # where the stand-in was imported: the coupling's file
     full, suffixes = named(failure.error)
     call = CALL.match(failure.error)
-    callee = call[1].removesuffix(".__init__") if call else ""
+    callee = call[1] if call else ""
+    for suffix in CONSTRUCTORS:
+        callee = callee.removesuffix(suffix)
     hits: dict[tuple[str, str], set[str]] = {}
     verdicts: dict[tuple[str, str], str | None] = {}
     statuses: dict[tuple[str, str], str] = {}
@@ -184,11 +194,13 @@ def _attribute(failure: Outcome, by_path: Mapping[str, list[Coupling]], bases: B
         in_files = coupling.path in files
         if in_files and any(_under(coupling.upstream, name) for name in full):
             rules.add("name")
-        if in_files and any(coupling.upstream.endswith(f".{s}") for s in suffixes):
+        # ``'Q' object has no attribute 'x'``: the member, or the vLLM class Q itself (its member is gone)
+        if in_files and any(coupling.upstream.endswith((f".{s}", f".{s.rpartition('.')[0]}")) for s in suffixes):
             rules.add("name")
         if any(coupling.scope.holds(frame.path, frame.line) for frame in failure.frames):
             rules.add("frame")
-        if callee and in_files and coupling.signature_changed and coupling.upstream.endswith(f".{callee}"):
+        refused = coupling.signature_changed or coupling.rule == "call-refused"
+        if callee and in_files and refused and coupling.upstream.endswith(f".{callee}"):
             rules.add("call")
         if callee and coupling.kind == "override" and coupling.scope.qualname == call[1]:  # type: ignore[index]
             rules.add("call")

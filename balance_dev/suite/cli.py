@@ -41,7 +41,7 @@ from pathlib import Path
 
 from balance_dev import downstream, plan_amend
 from balance_dev.downstream import REPO_ROOT, HarnessError, say
-from balance_dev.suite import attribute, outcomes, peel, results, run, scopes, venvs
+from balance_dev.suite import attribute, classes, outcomes, peel, results, run, scopes, venvs
 from generator.errors import PatchgenError
 from generator.sources import index
 from generator.tags import version_of
@@ -200,6 +200,8 @@ def suite(args: argparse.Namespace, command: str) -> int:
     site_scopes = {str(c["site"]): scopes.scope_of(tree, str(c["kind"]), str(c["site"])) for c in raw}
     couplings = attribute.couplings_of(impact, site_scopes, raw)
     bases = attribute.class_bases(site_scopes, raw)
+    for name, found in classes.read(tree, (p.relative_to(tree).as_posix() for p in sorted(tree.rglob("*.py")))).items():
+        bases.setdefault(name, set()).update(found)
     failures = outcomes.bump_failures(at_from, at_to)
     attributed = attribute.attribute(failures, couplings, bases)
     breaks = [c for c in couplings if c.verdict == "breaks"]
@@ -224,6 +226,7 @@ def suite(args: argparse.Namespace, command: str) -> int:
             breaks,
             None if lines is None else results.executed(breaks, lines),
             peel.collection_uses(work, label_to),
+            peel.refused_imports(label_to, tree, work, peeling),
         )
     doc["time"] = {
         "venvs": None if reuse else round(setup_seconds),

@@ -184,6 +184,30 @@ def reread_peeled(label: str, tree: Path, work: Path, first: SuiteRun) -> tuple[
     return peeling, run.reread(f"{label}-peeled", tree, work)
 
 
+def _ours(path: str) -> bool:
+    """A frame of the stand-ins' plugin: a peeled module's ``__getattr__`` refusing a name not (yet) peeled."""
+    return path.rsplit("/", 1)[-1] == "balance_suite_peel.py"
+
+
+def refused_imports(label: str, tree: Path, work: Path, peeling: Peeling) -> set[tuple[str, int, str]]:
+    """Python's own word that an import statement of the tree fails at B: each collection error a peel
+    answered, as (the statement's path, its line, the gone name). The statement is the traceback's last
+    frame outside vLLM; the peeled run then imports past it, so no test fails there again."""
+    made = {p.peel for p in peeling.peels}
+    out: set[tuple[str, int, str]] = set()
+    for name in [label, *(f"{label}-collect-{n}" for n in range(1, peeling.rounds + 1))]:
+        if not run.has_run(name, work):
+            continue
+        for outcome in run.reread(name, tree, work).collect_errors.values():
+            peel = peel_of(outcome.error)
+            frame = next(
+                (f for f in reversed(outcome.frames) if not f.path.startswith("vllm/") and not _ours(f.path)), None
+            )
+            if peel is not None and peel in made and frame is not None:
+                out.add((frame.path, frame.line, peel.path))
+    return out
+
+
 def collection_uses(work: Path, label: str) -> list[dict[str, object]]:
     """What the stand-ins absorbed while the peeled run collected: each (name, use, where) with its count."""
     path = work / f"{label}-peeled.uses.jsonl"

@@ -34,11 +34,23 @@ def _line(outcome: Outcome) -> dict[str, str]:
     return {"test": outcome.test, "outcome": outcome.outcome, "error": outcome.error}
 
 
+def refused(coupling: Coupling, imports: set[tuple[str, int, str]]) -> bool:
+    """Python refused, at B, to import the name the coupling's import statement imports (peel.refused_imports):
+    at this statement, or at another that imports the same name first (peeled there, not asked again)."""
+    if coupling.kind != "import":  # an assignment to a gone name raises nothing: that is not Python's word
+        return False
+    return any(coupling.upstream == name or coupling.upstream.startswith(f"{name}.") for _, _, name in imports)
+
+
 def scores(
-    attributed: list[Attributed], breaks: list[Coupling], breaks_run: list[Coupling] | None
+    attributed: list[Attributed],
+    breaks: list[Coupling],
+    breaks_run: list[Coupling] | None,
+    refused_imports: set[tuple[str, int, str]] | None = None,
 ) -> dict[str, object]:
     """Issue 39 item 4's figures for one run at B: the bump's failures by the strongest verdict and the
-    status of the couplings they hit; of the ``breaks`` couplings executed at A, how many a failure hits."""
+    status of the couplings they hit; of the ``breaks`` couplings executed at A, how many fail at B: a
+    failure hits them, or (a peeled run) Python refused their import statement before peeling ran past it."""
     by_class = Counter(a.verdict for a in attributed)
     hit_sites = {(hit.site, hit.upstream) for a in attributed for hit in a.hits}
     doc: dict[str, object] = {"bump_failures": len(attributed)}
@@ -54,7 +66,16 @@ def scores(
     if breaks_run is not None:
         failing = [c for c in breaks_run if (c.site, c.upstream) in hit_sites]
         doc["breaks_executed_at_from"] = len(breaks_run)
+        if refused_imports is not None:
+            at_import = [c for c in breaks_run if c not in failing and refused(c, refused_imports)]
+            doc["breaks_executed_hit_by_a_failure"] = len(failing)
+            doc["breaks_executed_import_refused"] = len(at_import)
+            failing += at_import
         doc["breaks_executed_failing_at_to"] = len(failing)
+        # the rest by impact's rule: an override B's callers no longer call, a patch installing nothing at B
+        # stop working silently; a unit test calling the tree's code directly does not see them
+        quiet = Counter(c.rule or "?" for c in breaks_run if c not in failing)
+        doc["breaks_executed_not_failing_by_rule"] = dict(sorted(quiet.items(), key=lambda i: (-i[1], i[0])))
         doc["breaks_executed_failing_share"] = round(len(failing) / len(breaks_run), 3) if breaks_run else None
     return doc
 
@@ -111,12 +132,13 @@ def peeled_part(
     breaks: list[Coupling],
     breaks_run: list[Coupling] | None,
     uses: list[dict[str, object]],
+    refused_imports: set[tuple[str, int, str]] | None = None,
 ) -> dict[str, object]:
     """The run at B past each blocking import (peel.py): its peels in order, its counts, item 4's scores on
     it, what the stand-ins absorbed while collecting, and its failures (the unpeeled ones stay above)."""
     doc: dict[str, object] = dict(peeling)
     doc["at_to"] = at_peeled.counts()
-    doc |= scores(attributed, breaks, breaks_run)
+    doc |= scores(attributed, breaks, breaks_run, refused_imports)
     on_stand_ins = Counter(m[1] for a in attributed if (m := GONE.match(a.error)))
     doc["failing_on_a_stand_in"] = sum(on_stand_ins.values())
     doc["failing_by_stand_in"] = dict(sorted(on_stand_ins.items(), key=lambda item: (-item[1], item[0])))
@@ -127,6 +149,15 @@ def peeled_part(
     doc["failure_groups"] = groups(attributed)
     doc["failures"] = failure_lines(attributed)
     return doc
+
+
+def _split(peeled: Mapping[str, object]) -> str:
+    if "breaks_executed_import_refused" not in peeled:
+        return ""
+    return (
+        f"; a failure hits {peeled['breaks_executed_hit_by_a_failure']}, Python refused the import of "
+        f"{peeled['breaks_executed_import_refused']} more before peeling ran past it"
+    )
 
 
 def groups(attributed: list[Attributed]) -> list[dict[str, object]]:
@@ -214,7 +245,7 @@ def peeled_lines(peeled: Mapping[str, object], label_from: str, label_to: str) -
     if "breaks_executed_at_from" in peeled:
         rows.append(
             f"  breaks couplings executed at {label_from}: {peeled['breaks_executed_at_from']}, "
-            f"of which hit by a failure at {label_to} (peeled): {peeled['breaks_executed_failing_at_to']}"
+            f"of which fail at {label_to}: {peeled['breaks_executed_failing_at_to']}{_split(peeled)}"
         )
     return rows
 
@@ -307,9 +338,9 @@ def _peeled_markdown(peeled: Mapping[str, object], label_from: str, label_to: st
     ]
     if "breaks_executed_at_from" in peeled:
         lines[-1] += (
-            f" Of {peeled['breaks_executed_at_from']} `breaks` couplings executed at {label_from}, a failure at "
-            f"{label_to} hits {peeled['breaks_executed_failing_at_to']} "
-            f"({_percent(peeled['breaks_executed_failing_share'])})."
+            f" Of {peeled['breaks_executed_at_from']} `breaks` couplings executed at {label_from}, "
+            f"{peeled['breaks_executed_failing_at_to']} fail at {label_to} "
+            f"({_percent(peeled['breaks_executed_failing_share'])}{_split(peeled)})."
         )
     if peels:
         lines += ["", "| peel | gone at " + label_to + " | asked for by |", "|---|---|---|"]

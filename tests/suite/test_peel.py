@@ -150,6 +150,23 @@ def test_peeling_runs_past_each_blocker_in_order(tmp_path: Path) -> None:
     assert part["by_verdict"] == {"breaks": 2, "review": 0, "info": 0, "unjudged": 0, "nothing": 1}
     assert (part["breaks_executed_at_from"], part["breaks_executed_failing_at_to"]) == (1, 1)
     assert (part["breaks_or_review_share"], part["breaks_executed_failing_share"]) == (0.667, 1.0)
+    # Python's own refusals, at the statement that raised each (written here from TREE): what a failure at B
+    # cannot show once peeling ran past it (test_c's tests are gone from B, its import refused)
+    refused = peel.refused_imports("at-vB", tree, work, peeling)
+    assert refused == {
+        ("plugin/patches.py", 1, "vllm.configs.v4"),
+        ("plugin/patches.py", 2, "vllm.utils.Base"),
+        (TEST_B, 1, "vllm.utils.gone_fn"),
+        (TEST_C, 2, "vllm.utils.MODES"),
+    }
+    modes = attribute.Coupling(
+        "import", f"{TEST_C}:2", "vllm.utils.MODES", "removed", "breaks", scopes.Scope(TEST_C, ((2, 2),))
+    )
+    both = results.peeled_part(
+        peeling.to_json(), at_from, peeled, named, [*judged, modes], [judged[0], modes], [], refused
+    )
+    assert (both["breaks_executed_hit_by_a_failure"], both["breaks_executed_import_refused"]) == (1, 1)
+    assert (both["breaks_executed_failing_at_to"], both["breaks_executed_failing_share"]) == (2, 1.0)
     doc = {"from": "vA", "to": "vB", "peeled": part, "failures": []}
     assert '   {"test": "tests/ut/sub/test_b.py::test_gone"' in results.dumps(doc)  # one failure a line
 
