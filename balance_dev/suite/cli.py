@@ -3,6 +3,7 @@
     python -m balance_dev.suite [--version 0.30.0rc2] [--to v0.33.0] [--tests tests/ut] [--timeout 120]
                                 [--work build/suite] [--venvs .venv-suite] [--out FILE] [--no-coverage]
                                 [--reuse-runs] [--impact-json FILE] [--amend-plan PLAN] [--no-peel] [--peel-limit N]
+                                [--adapt]
 
 1. vllm-ascend VERSION's sdist from the package index (cached, held to its sha256), extracted fresh once
    (`make downstream`'s tree: their files byte-identical, plus the _build_info.py their setup.py writes).
@@ -16,6 +17,9 @@
 5. Peeling (peel.py; ``--no-peel`` skips it): at B, each import of a vLLM name B no longer has that stops
    collection (their conftest's, a test module's) gets a stand-in, one blocker at a time (at most
    ``--peel-limit``), then the suite runs at B again with them; the report's ``peeled`` part scores it.
+
+6. ``--adapt``: a copy of the tree adapted A -> B by this checkout's ``adapt`` (adapted.py), run at B and
+   peeled the same way: the bump's failures before and after ``adapt``, the tests it fixed and any it broke.
 
 WORK keeps the run at A (``at-from.*``: records, log, meta, coverage), one per B (``at-vB.*``) and
 ``impact-vB.json``; ``--reuse-runs`` judges again what WORK holds and makes only what it lacks (another
@@ -41,7 +45,7 @@ from pathlib import Path
 
 from balance_dev import downstream, plan_amend
 from balance_dev.downstream import REPO_ROOT, HarnessError, say
-from balance_dev.suite import attribute, classes, outcomes, peel, results, run, scopes, venvs
+from balance_dev.suite import adapted, attribute, classes, outcomes, peel, results, run, scopes, venvs
 from generator.errors import PatchgenError
 from generator.sources import index
 from generator.tags import version_of
@@ -69,6 +73,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--amend-plan", type=Path, help="put the report's markdown into this bump plan's pull request body"
     )
     parser.add_argument("--no-peel", action="store_true", help="no run at B past its blocking imports")
+    parser.add_argument(
+        "--adapt",
+        action="store_true",
+        help="also run at B on a copy of the tree after `adapt` A -> B: bump failures before and after",
+    )
     parser.add_argument(
         "--peel-limit", type=int, default=peel.DEFAULT_LIMIT, help="most stand-ins peeling makes (%(default)s)"
     )
@@ -228,6 +237,10 @@ def suite(args: argparse.Namespace, command: str) -> int:
             peel.collection_uses(work, label_to),
             peel.refused_imports(label_to, tree, work, peeling),
         )
+    if args.adapt:
+        if not python_to.is_file():  # the runs at B were reused, the adapted one may not be
+            python_to = venvs.ensure_suite_venv(venv_to, vllm_to, tree, work / f"install-{vllm_to}.log")
+        doc["adapted"] = adapted_part(args, tree, work, vllm_from, vllm_to, python_to, at_from, at_to, peeled)
     doc["time"] = {
         "venvs": None if reuse else round(setup_seconds),
         "at_from": round(at_from.seconds),
@@ -250,6 +263,35 @@ def suite(args: argparse.Namespace, command: str) -> int:
             raise HarnessError(str(exc), 2) from exc
         say(f"plan: {args.amend_plan} carries the suite's counts and failures by coupling")
     return 0
+
+
+def adapted_part(
+    args: argparse.Namespace,
+    tree: Path,
+    work: Path,
+    vllm_from: str,
+    vllm_to: str,
+    python_to: Path,
+    at_from: outcomes.SuiteRun,
+    at_to: outcomes.SuiteRun,
+    peeled: tuple[peel.Peeling, outcomes.SuiteRun] | None,
+) -> dict[str, object]:
+    """Issue 40 item 6: the suite at B on the adapted copy, peeled as the tree was, beside the tree's run."""
+    label = f"at-v{vllm_to}-adapted"
+    copy, said = adapted.adapt_copy(tree, work, vllm_from, vllm_to)
+    if args.reuse_runs and run.has_run(label, work):
+        first = run.reread(label, copy, work)
+    else:
+        first = run.run_suite(label, python_to, copy, work, args.tests, args.timeout)
+    before, after = at_to, first
+    part: dict[str, object] = {"adapt": said}
+    if peeled is not None:
+        again = peel.reread_peeled(label, copy, work, first) if args.reuse_runs else None
+        if again is None:
+            again = peel.run_peeled(label, python_to, copy, work, args.tests, args.timeout, first, args.peel_limit)
+        before, after = peeled[1], again[1]
+        part["peels_before"], part["peels_after"] = len(peeled[0].peels), len(again[0].peels)
+    return part | adapted.side_by_side(at_from, before, after)
 
 
 if __name__ == "__main__":

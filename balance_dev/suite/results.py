@@ -228,7 +228,22 @@ def summary_lines(doc: Mapping[str, object]) -> list[str]:
     peeled = doc.get("peeled")
     if isinstance(peeled, dict):
         rows += peeled_lines(peeled, str(doc["from"]), str(doc["to"]))
+    if isinstance(adapted := doc.get("adapted"), dict):
+        rows.append(adapted_line(adapted, str(doc["to"])))
     return rows
+
+
+def adapted_line(adapted: Mapping[str, object], label_to: str) -> str:
+    """The run at B on the adapted copy beside the tree's (adapted.py), in one sentence."""
+    said = adapted["adapt"]
+    assert isinstance(said, dict)
+    changed = said["files_changed"]
+    assert isinstance(changed, list)
+    return (
+        f"after adapt (exit {said['exit']}, {len(changed)} files changed), at {label_to}: bump failures "
+        f"{adapted['bump_failures_before']} -> {adapted['bump_failures_after']}; adapt fixed "
+        f"{adapted['fixed_by_adapt']}, broke {adapted['broken_by_adapt']}"
+    )
 
 
 def peeled_lines(peeled: Mapping[str, object], label_from: str, label_to: str) -> list[str]:
@@ -300,6 +315,11 @@ def markdown(doc: Mapping[str, object], heading: str = "###") -> str:
     peeled = doc.get("peeled")
     if isinstance(peeled, dict):
         lines += ["", *_peeled_markdown(peeled, str(doc["from"]), str(doc["to"]))]
+    if isinstance(adapted := doc.get("adapted"), dict):
+        lines += [
+            "",
+            adapted_line(adapted, str(doc["to"])) + " (`--adapt`: the suite on a copy of the tree after `adapt`).",
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,66 @@
+"""The suite at B on the tree after ``adapt`` (issue "A bump adapts", item 6), beside the unadapted run.
+
+A copy of the tree (never the tree itself) is adapted from A to B by this checkout's ``adapt`` (exit 0:
+nothing left, 1: work left for a person; both wrote what they could). The suite then runs at B on the copy
+exactly as on the tree (peeled the same way: what ``adapt`` left is still gone at B). The bump's failures
+are the tests that pass at A on the unadapted tree and fail at B: before and after ``adapt``, side by side,
+with the tests ``adapt`` fixed and, the one result that must not happen, any it broke.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from balance_dev.downstream import REPO_ROOT, HarnessError, say
+from balance_dev.suite.outcomes import SuiteRun, bump_failures
+
+ADAPT_EXITS = (0, 1)  # written, nothing left / written, work left for a person
+SHOWN = 20  # failures (and broken tests) listed by name; all are counted
+
+
+def adapt_copy(tree: Path, work: Path, vllm_from: str, vllm_to: str) -> tuple[Path, dict[str, object]]:
+    """A fresh copy of ``tree`` under WORK, adapted from A to B; what adapt said and which files it changed."""
+    copy = work / "tree-adapted" / tree.name
+    if copy.exists():
+        shutil.rmtree(copy)
+    shutil.copytree(tree, copy, symlinks=True)
+    cmd = [sys.executable, "-m", "generator", "--root", str(copy), "adapt", "--from", f"v{vllm_from}"]
+    cmd += ["--to", f"v{vllm_to}"]
+    say(f"adapt: {shlex.join(cmd)}")
+    done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    (work / f"adapt-v{vllm_to}.log").write_text(done.stdout + done.stderr, encoding="utf-8")
+    if done.returncode not in ADAPT_EXITS:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise HarnessError(f"adapt exited {done.returncode}: {last}")
+    changed = sorted(
+        p.relative_to(copy).as_posix()
+        for p in copy.rglob("*.py")
+        if not (tree / p.relative_to(copy)).is_file() or (tree / p.relative_to(copy)).read_bytes() != p.read_bytes()
+    )
+    said = done.stdout.splitlines()[:1]
+    return copy, {"exit": done.returncode, "said": said[0] if said else "", "files_changed": changed}
+
+
+def side_by_side(at_from: SuiteRun, before: SuiteRun, after: SuiteRun) -> dict[str, object]:
+    """The bump's failures at B before and after adapt (both against the unadapted tree's run at A)."""
+    failed_before = {o.test: o for o in bump_failures(at_from, before)}
+    failed_after = {o.test: o for o in bump_failures(at_from, after)}
+    broken = sorted(failed_after.keys() - failed_before.keys())
+    left = Counter(o.error for o in failed_after.values())
+    return {
+        "at_to_before": before.counts(),
+        "at_to_after": after.counts(),
+        "bump_failures_before": len(failed_before),
+        "bump_failures_after": len(failed_after),
+        "fixed_by_adapt": len(failed_before.keys() - failed_after.keys()),
+        "broken_by_adapt": len(broken),
+        "broken_first": [{"test": t, "error": failed_after[t].error} for t in broken[:SHOWN]],
+        "left_by_error": [
+            {"tests": n, "error": e} for e, n in sorted(left.items(), key=lambda i: (-i[1], i[0]))[:SHOWN]
+        ],
+    }

@@ -1,0 +1,54 @@
+"""The suite's ``--adapt`` part for real: a small plugin tree's tests at A, at B unadapted, and at B on a copy
+``adapt`` rewrote (adapt_trees.py's releases, served by the loopback index; pytest run by the harness).
+
+What each test does at B before and after ``adapt`` is written here by hand: ``pkg.use`` imports ``Helper``
+from the module it left at B (its test fails), a test's ``mock.patch`` string names that old path (fails
+too); ``adapt`` rewrites both (they pass) and leaves the copy in conflict as it was (its test passes at both).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from balance_dev.suite import adapted, run
+from tests.generator.adapt_trees import RELEASE_A, RELEASE_B, publish_releases, snapshot, write_files, write_plugin
+
+SITE = Path(__file__).resolve().parents[2] / "balance_dev" / "suite" / "site"
+RUN_TEST = """\
+from pkg.copies import AscendScheduler
+from pkg.use import run
+
+
+def test_run():
+    assert run() == 2
+
+
+def test_copy_untouched():
+    assert AscendScheduler().schedule(4) == [4, 2]
+"""
+
+
+def test_the_suite_after_adapt_beside_the_suite_before(tmp_path: Path, local_index: dict[str, bytes]) -> None:
+    publish_releases(local_index)
+    tree = write_plugin(tmp_path / "plugin")
+    write_files(tree, {"tests/test_run.py": RUN_TEST, "tests/__init__.py": ""})
+    env_a = {"PYTHONPATH": f"{SITE}:{write_files(tmp_path / 'A', RELEASE_A)}"}  # the harness's pytest plugins
+    env_b = {"PYTHONPATH": f"{SITE}:{write_files(tmp_path / 'B', RELEASE_B)}"}
+    work, python, tests = tmp_path / "work", Path(sys.executable), ["tests"]
+    work.mkdir()
+    before_tree = snapshot(tree)
+
+    at_from = run.run_suite("at-from", python, tree, work, tests, 60, extra_env=env_a)
+    at_to = run.run_suite("at-vB", python, tree, work, tests, 60, extra_env=env_b)
+    copy, said = adapted.adapt_copy(tree, work, "1.0.0", "1.1.0")
+    after = run.run_suite("at-vB-adapted", python, copy, work, tests, 60, extra_env=env_b)
+
+    assert at_from.count("passed") == 3 and not at_from.collect_errors
+    assert said["exit"] == 1  # the copy of schedule() is a conflict: work left, the rest written
+    assert said["files_changed"] == ["pkg/copies.py", "pkg/use.py", "tests/test_use.py"]  # pick re-synced
+    assert snapshot(tree) == before_tree  # the tree itself is never written
+    found = adapted.side_by_side(at_from, at_to, after)
+    # before: test_run.py does not import (its 2 tests), test_use's mock.patch names the old path
+    assert (found["bump_failures_before"], found["bump_failures_after"]) == (3, 0)
+    assert (found["fixed_by_adapt"], found["broken_by_adapt"], found["broken_first"]) == (3, 0, [])
