@@ -199,3 +199,16 @@ def test_a_moved_name_patched_through_a_module_alias_is_reported_not_passed_over
     assert code == 1, err
     assert "left name pkg/alias.py:3 vllm.sched.util.Helper: moved to vllm.core.helper.Helper" in out
     assert (root / "pkg/alias.py").read_text() == patch
+
+
+def test_a_mock_of_the_trees_own_name_is_no_work(tmp_path: Path, local_index: dict[str, bytes]) -> None:
+    """``mock.patch("pkg.use.H")`` patches the tree's own name: rewriting the import that binds it is the fix."""
+    publish_releases(local_index)
+    root = write_plugin(tmp_path / "plugin")
+    own = 'from unittest import mock\n\n\ndef test_own():\n    with mock.patch("pkg.use.H"):\n        pass\n'
+    write_files(root, {"tests/test_own.py": own})
+    code, out, err = _adapt(root, "--only", "names")
+    assert code == 0, err
+    assert "tests/test_own.py" not in out
+    assert (root / "tests/test_own.py").read_text() == own
+    assert (root / "pkg/use.py").read_text() == AFTER_USE
