@@ -57,6 +57,7 @@ def tally(rows):
 _SHAPES_A = """
 import abc
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 class Wrapper(abc.ABC):
@@ -96,10 +97,21 @@ class Auto:
 class Mtp(Auto):
     def draft(self, x):
         return x + 1
+
+
+@dataclass
+class Meta:
+    seq_lens: list
+    cpu_lens: list = None
+
+
+class Group(NamedTuple):
+    name: str
 """
 _SHAPES_B = """
 import abc
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 class Wrapper(abc.ABC):
@@ -161,6 +173,17 @@ class Auto:
 class Mtp(Auto):
     def draft(self, x, budget):
         return x + 1
+
+
+@dataclass
+class Meta:
+    seq_lens: list
+    max_len: int = 0
+
+
+class Group(NamedTuple):
+    name: str
+    group_id: int
 """
 
 A = {
@@ -368,6 +391,13 @@ TREE = {
         class NpuChecked(Checked):
             pass
     """,
+    "pkg/generated.py": """
+        from vllm.shapes import Group, Meta
+
+
+        def make():
+            return Meta(seq_lens=[1], cpu_lens=[2]), Group("a")
+    """,
     "pkg/sub_base.py": """
         from vllm.shapes import Auto, Complete, Settable
 
@@ -440,6 +470,9 @@ EXPECTED = {
     ("import", "pkg/sub.py", "vllm.shapes.Speculator"): ("breaks", "property-assigned"),  # self.max_len = 5
     ("import", "pkg/sub.py", "vllm.shapes.State"): ("review", "init-changed"),  # a field without default
     ("import", "pkg/sub.py", "vllm.shapes.Checked"): ("review", "init-changed"),  # __init_subclass__ runs
+    # Calls of classes whose __init__ (__new__) their fields generate: cpu_lens is gone, group_id required.
+    ("import", "pkg/generated.py", "vllm.shapes.Meta"): ("breaks", "call-refused"),
+    ("import", "pkg/generated.py", "vllm.shapes.Group"): ("breaks", "call-refused"),
     # Half leaves extra to Full, the class below it in another file: Full is what gets instantiated.
     ("import", "pkg/sub_base.py", "vllm.shapes.Complete"): ("info", "other"),
     ("import", "pkg/sub_ok.py", "vllm.shapes.Settable"): ("info", "other"),  # the property has a setter
@@ -533,6 +566,7 @@ _MADE = {
     "vllm.shapes.Speculator": "from pkg.sub import NpuSpeculator; NpuSpeculator(3)",
     "vllm.shapes.Complete": "from pkg.sub_ok import Full; Full()",
     "vllm.shapes.Settable": "from pkg.sub_ok import Sized; Sized(3)",
+    "vllm.shapes.Meta": "from pkg.generated import make; make()",
 }
 
 
@@ -545,12 +579,12 @@ def _python_takes(release: Path, tree: Path, statement: str) -> bool:
 
 def test_inherited_rules_agree_with_python(report_json: dict[str, Any], tmp_path: Path) -> None:
     tree = Path(report_json["tree"])
-    verdict = {c["upstream"]: c["rule"] for c in report_json["couplings"] if c["site"].startswith("pkg/sub")}
+    verdict = {c["upstream"]: c["rule"] for c in report_json["couplings"] if c["site"].startswith(("pkg/sub", "pkg/generated"))}
     for upstream, statement in _MADE.items():
         at_a = _python_takes(tmp_path / "vllm-1.0.0", tree, statement)
         at_b = _python_takes(tmp_path / "vllm-1.1.0", tree, statement)
         assert at_a, (upstream, "the tree's class must work at A")
-        breaks = verdict[upstream] in ("abstract-added", "property-assigned")
+        breaks = verdict[upstream] in ("abstract-added", "property-assigned", "call-refused")
         assert breaks == (not at_b), (upstream, verdict[upstream], at_b)
 
 

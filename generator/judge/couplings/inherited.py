@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from generator.judge.couplings.signatures import Param, Signature
 from generator.judge.couplings.upstream import Definition, Resolver
 
 _DEPTH = 24  # bases followed before giving up (as the resolver does)
@@ -107,22 +108,92 @@ def read_only_properties(resolver: Resolver, definition: Definition) -> frozense
 
 def fields(resolver: Resolver, definition: Definition) -> tuple[str, ...] | None:
     """The fields a dataclass's or a NamedTuple's generated ``__init__`` takes, in order (``name=`` when it
-    has a default); None when no class of the lineage generates one."""
+    has a default, ``*name`` when keyword-only); None when no class of the lineage generates one."""
+    found = _init_fields(resolver, definition)
+    if found is None:
+        return None
+    return tuple(("*" if kw else "") + name + ("=" if default else "") for name, default, kw in found)
+
+
+def init_signature(resolver: Resolver, definition: Definition) -> Signature | None:
+    """What calling the class binds to when its ``__init__`` is generated (a dataclass's, a NamedTuple's
+    ``__new__``) and no class nearer in its lineage writes one; None otherwise."""
+    for cls in lineage(resolver, definition):
+        node = cls.node
+        if not isinstance(node, ast.ClassDef):
+            continue
+        if any(name in ("__init__", "__new__") for stmt in _statements(node.body) for name in _bound(stmt)):
+            return None  # written out: the resolver's own reading of it decides
+        if _generates_init(node):
+            break
+    found = _init_fields(resolver, definition)
+    if found is None:
+        return None
+    positional = tuple(Param(name, default) for name, default, kw in found if not kw)
+    keyword_only = tuple(Param(name, default) for name, default, kw in found if kw)
+    return Signature(positional, 0, keyword_only, False, False)
+
+
+def _init_fields(resolver: Resolver, definition: Definition) -> list[tuple[str, bool, bool]] | None:
+    """(name, has a default, keyword-only) for each field the generated ``__init__`` takes, in order."""
     classes = [c.node for c in lineage(resolver, definition) if isinstance(c.node, ast.ClassDef)]
     generated = [c for c in classes if _generates_init(c)]
     if not generated:
         return None
-    out: dict[str, str] = {}
+    out: dict[str, tuple[str, bool, bool]] = {}
     for cls in reversed(generated):  # a dataclass takes its bases' fields first; a redefinition keeps the place
+        kw_only = _decorator_flag(cls, "kw_only")
         for stmt in _statements(cls.body):
             if not isinstance(stmt, ast.AnnAssign) or not isinstance(stmt.target, ast.Name):
                 continue
-            if "ClassVar" in ast.unparse(stmt.annotation):  # not a field
+            annotation = ast.unparse(stmt.annotation)
+            if "ClassVar" in annotation:  # not a field
                 continue
-            name = stmt.target.id
-            out[name] = f"{name}=" if stmt.value is not None else name
-    return tuple(out.values())
+            if annotation.endswith("KW_ONLY"):  # the sentinel: the fields after it are keyword-only
+                kw_only = True
+                continue
+            default, in_init, own_kw = _field_options(stmt.value)
+            if in_init:
+                name = stmt.target.id
+                out[name] = (name, default, own_kw if own_kw is not None else kw_only)
+            else:
+                out.pop(stmt.target.id, None)
+    return list(out.values())
+
+
+def _field_options(value: ast.expr | None) -> tuple[bool, bool, bool | None]:
+    """(has a default, is an ``__init__`` parameter, keyword-only if ``field()`` says) of a field's value."""
+    if value is None:
+        return False, True, None
+    call = value if isinstance(value, ast.Call) else None
+    func = call.func if call is not None else None
+    named = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    if call is None or named != "field":
+        return True, True, None
+    options = {k.arg: k.value for k in call.keywords if k.arg}
+    default = "default" in options or "default_factory" in options
+    off = options.get("init")
+    init = not (isinstance(off, ast.Constant) and off.value is False)
+    kw = options.get("kw_only")
+    return default, init, kw.value if isinstance(kw, ast.Constant) and isinstance(kw.value, bool) else None
+
+
+def _decorator_flag(cls: ast.ClassDef, flag: str) -> bool:
+    for decorator in cls.decorator_list:
+        if isinstance(decorator, ast.Call):
+            for keyword in decorator.keywords:
+                if keyword.arg == flag and isinstance(keyword.value, ast.Constant):
+                    return bool(keyword.value.value)
+    return False
 
 
 def _generates_init(cls: ast.ClassDef) -> bool:
-    return "dataclass" in _decorator_names(cls) or any(ast.unparse(b) in _NAMED_TUPLE for b in cls.bases)
+    if any(ast.unparse(b) in _NAMED_TUPLE for b in cls.bases):
+        return True
+    for decorator in cls.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        name = target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
+        if name == "dataclass":
+            init = [k.value for k in getattr(decorator, "keywords", []) if k.arg == "init"]
+            return not (init and isinstance(init[0], ast.Constant) and init[0].value is False)
+    return False

@@ -131,6 +131,8 @@ def signature_of(definition: Definition | None) -> Signature | None:
 def callee_signature(resolver: Resolver, definition: Definition | None) -> Signature | None:
     """What a call of ``definition`` binds to: a function's signature, a class's ``__init__`` (None: not known)."""
     if definition is not None and definition.kind == "class":
+        if (generated := inherited.init_signature(resolver, definition)) is not None:
+            return generated  # a dataclass's or a NamedTuple's, from its fields
         init = resolver.defines(definition.name, "__init__")
         return signature_of(init) if init is not None else None
     return signature_of(definition)
