@@ -579,7 +579,9 @@ def _python_takes(release: Path, tree: Path, statement: str) -> bool:
 
 def test_inherited_rules_agree_with_python(report_json: dict[str, Any], tmp_path: Path) -> None:
     tree = Path(report_json["tree"])
-    verdict = {c["upstream"]: c["rule"] for c in report_json["couplings"] if c["site"].startswith(("pkg/sub", "pkg/generated"))}
+    verdict = {
+        c["upstream"]: c["rule"] for c in report_json["couplings"] if c["site"].startswith(("pkg/sub", "pkg/generated"))
+    }
     for upstream, statement in _MADE.items():
         at_a = _python_takes(tmp_path / "vllm-1.0.0", tree, statement)
         at_b = _python_takes(tmp_path / "vllm-1.1.0", tree, statement)

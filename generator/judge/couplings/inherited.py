@@ -197,3 +197,40 @@ def _generates_init(cls: ast.ClassDef) -> bool:
             init = [k.value for k in getattr(decorator, "keywords", []) if k.arg == "init"]
             return not (init and isinstance(init[0], ast.Constant) and init[0].value is False)
     return False
+
+
+def provides(resolver: Resolver, definition: Definition) -> tuple[frozenset[str], frozenset[str]]:
+    """What a vLLM class gives its instances: the names its lineage binds at class level (methods,
+    properties, class attributes), and the attributes its lineage's ``__init__`` methods assign on ``self``."""
+    members: set[str] = set()
+    assigned: set[str] = set()
+    for cls in lineage(resolver, definition):
+        node = cls.node
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for stmt in _statements(node.body):
+            members.update(_bound(stmt))
+            if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
+                assigned.update(self_assigned(stmt))
+    return frozenset(members), frozenset(assigned)
+
+
+def self_assigned(method: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """``<first parameter>.<name> = ...`` (plain, annotated, augmented, in a tuple) in the method's body."""
+    params = [*method.args.posonlyargs, *method.args.args]
+    if not params:
+        return set()
+    receiver, out = params[0].arg, set()
+    for node in ast.walk(method):
+        targets: list[ast.expr] = (
+            list(node.targets)
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, (ast.AnnAssign, ast.AugAssign))
+            else []
+        )
+        for target in targets:
+            for part in ast.walk(target):
+                if isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name) and part.value.id == receiver:
+                    out.add(part.attr)
+    return out

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from generator.judge.resync import Conflict, Merged, Result, resync
+from generator.tree.adapt import fits
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,10 @@ class CopyJob:
     upstream: str  # the vLLM function's name, for the report
     base: str
     theirs: str
+    # B's class of a copied method: the names its lineage binds at class level, and what its methods assign
+    # on self (None: not a method, or B's class is not read)
+    members: frozenset[str] | None = None
+    assigned: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,12 @@ def resync_file(text: str, jobs: Sequence[CopyJob]) -> tuple[str, list[CopyOutco
             outcomes.append(CopyOutcome(job.line, job.upstream, Conflict(f"no function starts at line {job.line}")))
             continue
         func = found
-        result = resync(job.base, function_text(lines, func), job.theirs)
+        ours = function_text(lines, func)
+        result = resync(job.base, ours, job.theirs)
+        if isinstance(result, Merged) and (
+            why := fits.problem(tree, func, ours, result.text, job.members, job.assigned)
+        ):
+            result = Conflict(f"merge refused where the copy lives: {why}")
         outcomes.append(CopyOutcome(job.line, job.upstream, result))
         if isinstance(result, Merged):
             replaced.append((*function_span(func), result.text))

@@ -16,9 +16,9 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from generator.judge.couplings import changes
+from generator.judge.couplings import changes, inherited
 from generator.judge.couplings.impact import Coupling, Impact
-from generator.judge.couplings.upstream import Definition
+from generator.judge.couplings.upstream import Definition, Resolver
 from generator.judge.resync import Conflict, Merged, Redundant
 from generator.sources.package import Package
 from generator.tree.adapt import names
@@ -114,13 +114,14 @@ def build(
     moves = _moves(impact) if "names" in only else {}
     verdicts = {(c.site, c.upstream): c.verdict for c in impact.couplings}
     jobs: dict[str, list[CopyJob]] = {}
+    b_resolver = Resolver(b)
     for c in impact.couplings:
         change = impact.symbols[c.upstream].change if c.upstream in impact.symbols else None
         if change is None:
             continue
         if c.kind == "copy" and "copies" in only:
             if not any(first <= c.line <= last for first, last in (regions or {}).get(c.path, ())):
-                _copy(plan, c, change, a, b, jobs)
+                _copy(plan, c, change, a, b, jobs, b_resolver)
         elif c.kind in ("override", "patch") and "signature" in change.parts:
             plan.left.append(
                 Leftover(c.site, "signature", c.upstream, "its signature changed", _signature(change.old, change.new))
@@ -163,7 +164,13 @@ def _unreached(plan: Plan, impact: Impact, moves: Mapping[str, tuple[str, str]])
 
 
 def _copy(
-    plan: Plan, c: Coupling, change: changes.Change, a: Package, b: Package, jobs: dict[str, list[CopyJob]]
+    plan: Plan,
+    c: Coupling,
+    change: changes.Change,
+    a: Package,
+    b: Package,
+    jobs: dict[str, list[CopyJob]],
+    b_resolver: Resolver,
 ) -> None:
     if c.status == changes.REDUNDANT:
         where = change.new.name if change.new else c.upstream
@@ -178,7 +185,18 @@ def _copy(
     if base is None or theirs is None:
         plan.left.append(Leftover(c.site, "conflict", c.upstream, "upstream's function cannot be read at A or B"))
         return
-    jobs.setdefault(c.path, []).append(CopyJob(c.line, c.upstream, base, theirs))
+    members, assigned = _class_of(b_resolver, change.new)
+    jobs.setdefault(c.path, []).append(CopyJob(c.line, c.upstream, base, theirs, members, assigned))
+
+
+def _class_of(resolver: Resolver, method: Definition | None) -> tuple[frozenset[str] | None, frozenset[str]]:
+    """What B's class of a copied method gives its instances (inherited.provides); (None, ...) otherwise."""
+    if method is None or "." not in method.qualname:
+        return None, frozenset()
+    owner = resolver.resolve(method.name.rpartition(".")[0])
+    if not isinstance(owner, Definition) or owner.kind != "class":
+        return None, frozenset()
+    return inherited.provides(resolver, owner)
 
 
 def _file(

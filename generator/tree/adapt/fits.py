@@ -1,0 +1,190 @@
+"""Whether a merged copy fits where it is written: what B's changes make it read must exist in the tree.
+
+The three-way check (``judge.resync.check``) sees three function texts, not where the copy lives. B's
+function reads names B's module binds (``PreTrainedConfig`` in an annotation) and attributes B's class
+sets (``self.drop_eagle_group_ids`` in B's ``__init__``); in the tree's file and class they may not exist,
+and the merged copy would raise NameError or AttributeError where the copy never did. So every name the
+merged copy reads unbound and the copy did not must be bound at the top of the tree's file (or be a
+builtin), and every ``self.<attribute>`` it reads and the copy did not, and that B's ``__init__`` sets, must
+be bound by the tree's class (its body, what its methods assign, the same for its bases in the file) or at
+class level by B's, unless the tree's class runs B's ``__init__`` (it defines none, or calls
+``super().__init__``). Else the copy is a conflict, with which name and why.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+from collections.abc import Iterator
+
+from generator.judge.couplings.inherited import self_assigned
+from generator.judge.resync.check import _function, _unbound
+
+_MODULE_NAMES = frozenset(dir(builtins)) | {"__name__", "__file__", "__doc__", "__spec__", "__package__", "__path__"}
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def problem(
+    module: ast.Module,
+    copy_node: Function,
+    ours: str,
+    merged: str,
+    b_members: frozenset[str] | None,
+    b_assigned: frozenset[str],
+) -> str:
+    """Empty when the merged copy reads nothing new that the tree lacks; else the one-line reason."""
+    mine, result = _function(ours), _function(merged)
+    if mine is None or result is None:
+        return ""
+    lazy = any(
+        isinstance(s, ast.ImportFrom) and s.module == "__future__" and any(a.name == "annotations" for a in s.names)
+        for s in module.body
+    )
+    new_names = _unbound(_reads(result, lazy)) - _unbound(_reads(mine, lazy))
+    bound = _top_level(module)
+    if bound is None and new_names:
+        names = ", ".join(sorted(new_names))
+        return f"B's function reads {names}; the tree's file has a star import, which hides what it binds"
+    missing = sorted(new_names - (bound or set()) - _MODULE_NAMES)
+    if missing:
+        return (
+            f"B's function reads {', '.join(missing)}, which the tree's file does not bind (an import B's module has)"
+        )
+    owner = _owner(module, copy_node)
+    if owner is None:
+        return ""
+    new_attributes = _self_reads(result) - _self_reads(mine)
+    if not new_attributes:
+        return ""
+    classes = list(_family(module, owner))
+    provided = {n for c in classes for n in _class_names(c)} | {n for c in classes for n in _assigned(c)}
+    if b_members is None or not owner.bases or _runs_base_init(classes):
+        return ""
+    # Only what B's own __init__ sets is known to be missing: an attribute nothing in B's class sets is
+    # upstream's own contract with its callers, as much the copy's as B's.
+    missing = sorted((new_attributes & b_assigned) - provided - b_members)
+    if missing:
+        return (
+            f"B's function reads self.{missing[0]}, which B's __init__ sets and the tree's class {owner.name} "
+            "neither sets nor gets (its __init__ does not call B's)"
+        )
+    return ""
+
+
+def _reads(func: Function, lazy: bool) -> Function:
+    """The function as its reads are judged: without annotations when the file does not evaluate them."""
+    if not lazy:
+        return func
+    stripped = copy.deepcopy(func)
+    for node in ast.walk(stripped):
+        if isinstance(node, ast.arg):
+            node.annotation = None
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node.returns = None
+        elif isinstance(node, ast.AnnAssign):
+            node.annotation = ast.Constant(None)
+    return stripped
+
+
+def _top_level(module: ast.Module) -> set[str] | None:
+    """The names the module binds at its top (under ``if``/``try`` too); None when a star import hides some."""
+    out: set[str] = set()
+    for stmt in _flat(module.body):
+        if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
+            return None
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(stmt.name)
+        else:
+            for target in _targets(stmt):
+                out.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    return out
+
+
+def _flat(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, ast.If):
+            yield from _flat(stmt.body + stmt.orelse)
+        elif isinstance(stmt, ast.Try):
+            yield from _flat(stmt.body + stmt.orelse + stmt.finalbody + [s for h in stmt.handlers for s in h.body])
+        elif isinstance(stmt, (ast.With, ast.For)):
+            yield from _flat(stmt.body)
+
+
+def _targets(stmt: ast.stmt) -> list[ast.expr]:
+    if isinstance(stmt, ast.Assign):
+        return list(stmt.targets)
+    if isinstance(stmt, (ast.AnnAssign, ast.AugAssign, ast.For)):
+        return [stmt.target]
+    if isinstance(stmt, ast.With):
+        return [i.optional_vars for i in stmt.items if i.optional_vars is not None]
+    return []
+
+
+def _owner(module: ast.Module, func: Function) -> ast.ClassDef | None:
+    for node in ast.walk(module):
+        if isinstance(node, ast.ClassDef) and any(s is func for s in node.body):
+            return node
+    return None
+
+
+def _family(module: ast.Module, cls: ast.ClassDef, depth: int = 0) -> Iterator[ast.ClassDef]:
+    """The class and the classes of the same file it derives from."""
+    yield cls
+    if depth > 20:
+        return
+    local = {n.name: n for n in module.body if isinstance(n, ast.ClassDef)}
+    for base in cls.bases:
+        if isinstance(base, ast.Name) and base.id in local and local[base.id] is not cls:
+            yield from _family(module, local[base.id], depth + 1)
+
+
+def _class_names(cls: ast.ClassDef) -> set[str]:
+    out: set[str] = set()
+    for stmt in _flat(cls.body):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(stmt.name)
+        else:
+            for target in _targets(stmt):
+                out.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    return out
+
+
+def _assigned(cls: ast.ClassDef) -> set[str]:
+    return {n for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in self_assigned(s)}
+
+
+def _self_reads(func: Function) -> set[str]:
+    params = [*func.args.posonlyargs, *func.args.args]
+    if not params:
+        return set()
+    receiver = params[0].arg
+    return {
+        n.attr
+        for n in ast.walk(func)
+        if isinstance(n, ast.Attribute)
+        and isinstance(n.ctx, ast.Load)
+        and isinstance(n.value, ast.Name)
+        and n.value.id == receiver
+    }
+
+
+def _runs_base_init(classes: list[ast.ClassDef]) -> bool:
+    """B's ``__init__`` runs for the tree's class: none of its classes defines one, or the one that does
+    calls ``super().__init__``."""
+    for cls in classes:
+        init = next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+        if init is not None:
+            return any(
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr == "__init__"
+                and isinstance(n.func.value, ast.Call)
+                and isinstance(n.func.value.func, ast.Name)
+                and n.func.value.func.id == "super"
+                for n in ast.walk(init)
+            )
+    return True

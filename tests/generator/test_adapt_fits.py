@@ -1,0 +1,165 @@
+"""A merged copy must fit where it lives: ``adapt`` on copies whose three-way merge is clean but whose result
+would raise in the tree's file or class (a name B's module imports, an attribute B's ``__init__`` sets).
+
+Release B adds ``conf: Conf`` to ``build``'s parameters (``Conf`` imported in B's module) and a
+``self.scale`` that ``Layer.__init__`` sets and ``forward`` reads. The tree copies both with edits of its
+own. Python itself says which naive merges raise: this file writes them out and runs them against B.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from generator.cli import main
+from tests.generator.adapt_trees import RELEASE_B, publish_releases, write_files
+
+LAYER_A = """\
+class Layer:
+    def __init__(self):
+        self.size = 1
+
+    def forward(self, x):
+        y = x + self.size
+        z = y * 2
+        if z > 100:
+            z = 100
+        w = z - 1
+        return w
+
+
+def build(n):
+    total = n + 1
+    double = total * 2
+    if double > 50:
+        double = 50
+    rest = double - 1
+    return rest
+"""
+LAYER_B = """\
+from vllm.models.conf import Conf
+
+
+class Layer:
+    def __init__(self):
+        self.size = 1
+        self.scale = 3
+
+    def forward(self, x):
+        y = x + self.size
+        z = y * 2
+        if z > 100:
+            z = 100
+        w = z - self.scale
+        return w
+
+
+def build(n, conf: Conf = None):
+    total = n + 1
+    double = total * 2
+    if double > 50:
+        double = 50
+    rest = double - 1
+    return rest
+"""
+TREE = """\
+from vllm.models.layer import Layer
+
+
+def build(n):
+    total = n + 1
+    double = total * 2
+    if double > 50:
+        double = 50
+    rest = double - 1
+    return rest + 0  # plugin: an edit of its own
+
+
+class NpuLayer(Layer):
+    def __init__(self):
+        self.size = 2  # plugin: B's __init__ does not run
+
+    def forward(self, x):
+        y = x + self.size
+        z = y * 2
+        if z > 100:
+            z = 100
+        w = z - 1
+        return w + 0  # plugin
+
+
+class SafeLayer(Layer):
+    def __init__(self):
+        super().__init__()
+        self.size = 2
+
+    def forward(self, x):
+        y = x + self.size
+        z = y * 2
+        if z > 100:
+            z = 100
+        w = z - 1
+        return w + 0  # plugin
+"""
+RELEASE_A_MORE = {"vllm/models/__init__.py": "", "vllm/models/layer.py": LAYER_A}
+RELEASE_B_MORE = {
+    "vllm/models/__init__.py": "",
+    "vllm/models/layer.py": LAYER_B,
+    "vllm/models/conf.py": "class Conf:\n    pass\n",
+}
+
+
+def _python_at_b(tmp: Path, code: str) -> str:
+    """What running ``code`` against release B says: "" or the exception's name."""
+    root = write_files(tmp / "b-site", {**RELEASE_B, **RELEASE_B_MORE})
+    wrapped = f"try:\n{textwrap.indent(code, '    ')}\nexcept Exception as e:\n    print(type(e).__name__)"
+    done = subprocess.run(
+        [sys.executable, "-c", wrapped], env={"PYTHONPATH": str(root)}, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def test_naive_merges_raise_where_the_copy_lives(tmp_path: Path) -> None:
+    """The premise, from Python: B's changes taken into these copies raise in the tree, except SafeLayer's."""
+    build_naive = TREE.split("\n\n\nclass NpuLayer")[0].replace("def build(n):", "def build(n, conf: Conf = None):")
+    assert _python_at_b(tmp_path, build_naive) == "NameError"
+    forward_b = "        w = z - self.scale\n"
+    naive = TREE.replace("        w = z - 1\n", forward_b)
+    assert _python_at_b(tmp_path, naive + "\nNpuLayer().forward(1)\n") == "AttributeError"
+    assert _python_at_b(tmp_path, naive + "\nSafeLayer().forward(1)\n") == ""
+
+
+def test_adapt_leaves_a_merge_that_would_raise_in_the_tree_as_a_conflict(
+    tmp_path: Path, local_index: dict[str, bytes]
+) -> None:
+    publish_releases(local_index, a=RELEASE_A_MORE, b=RELEASE_B_MORE)
+    root = write_files(tmp_path / "plugin", {"pkg/__init__.py": "", "pkg/layers.py": TREE})
+    result = CliRunner().invoke(main, ["--root", str(root), "adapt", "--from", "v1.0.0", "--to", "v1.1.0"])
+    assert result.exit_code == 1, result.stderr
+    out = result.stdout
+    assert "left conflict pkg/layers.py:4 vllm.models.layer.build: merge refused where the copy lives: " in out
+    assert "B's function reads Conf, which the tree's file does not bind" in out
+    assert "left conflict pkg/layers.py:17 vllm.models.layer.Layer.forward" in out
+    assert "reads self.scale, which B's __init__ sets and the tree's class NpuLayer" in out
+    assert "re-synced pkg/layers.py:31 vllm.models.layer.Layer.forward" in out
+    text = (root / "pkg/layers.py").read_text()
+    # SafeLayer runs B's __init__: its copy takes B's change; the two others stay byte for byte
+    assert text == TREE.replace(
+        "        w = z - 1\n        return w + 0  # plugin\n",
+        "        w = z - self.scale\n        return w + 0  # plugin\n",
+    ).replace(
+        "        w = z - self.scale\n        return w + 0  # plugin\n\n\nclass SafeLayer",
+        "        w = z - 1\n        return w + 0  # plugin\n\n\nclass SafeLayer",
+        1,
+    )
+    assert (
+        _python_at_b(
+            tmp_path,
+            text.replace("from vllm.models.layer", "from vllm.models.layer") + "\nSafeLayer().forward(1); build(1)\n",
+        )
+        == ""
+    )
