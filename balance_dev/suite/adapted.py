@@ -9,6 +9,7 @@ with the tests ``adapt`` fixed and, the one result that must not happen, any it 
 
 from __future__ import annotations
 
+import hashlib
 import shlex
 import shutil
 import subprocess
@@ -43,7 +44,20 @@ def adapt_copy(tree: Path, work: Path, vllm_from: str, vllm_to: str) -> tuple[Pa
         if not (tree / p.relative_to(copy)).is_file() or (tree / p.relative_to(copy)).read_bytes() != p.read_bytes()
     )
     said = done.stdout.splitlines()[:1]
-    return copy, {"exit": done.returncode, "said": said[0] if said else "", "files_changed": changed}
+    digest = hashlib.sha256()
+    for rel in changed:
+        digest.update(rel.encode() + b"\0" + (copy / rel).read_bytes() + b"\0")
+    found = {"exit": done.returncode, "said": said[0] if said else "", "files_changed": changed}
+    return copy, found | {"digest": digest.hexdigest()}
+
+
+def same_as_before(work: Path, label: str, digest: str) -> bool:
+    """The adapted copy is the one WORK's runs under ``label`` were made on (``--reuse-runs`` may reuse them);
+    records the digest for the next time."""
+    kept = work / f"{label}.adapted-digest"
+    same = kept.is_file() and kept.read_text("utf-8").strip() == digest
+    kept.write_text(digest + "\n", encoding="utf-8")
+    return same
 
 
 def side_by_side(at_from: SuiteRun, before: SuiteRun, after: SuiteRun) -> dict[str, object]:

@@ -279,14 +279,16 @@ def adapted_part(
     """Issue 40 item 6: the suite at B on the adapted copy, peeled as the tree was, beside the tree's run."""
     label = f"at-v{vllm_to}-adapted"
     copy, said = adapted.adapt_copy(tree, work, vllm_from, vllm_to)
-    if args.reuse_runs and run.has_run(label, work):
+    same = adapted.same_as_before(work, label, str(said.pop("digest")))  # recorded whether reused or not
+    reuse = args.reuse_runs and same
+    if reuse and run.has_run(label, work):
         first = run.reread(label, copy, work)
     else:
         first = run.run_suite(label, python_to, copy, work, args.tests, args.timeout)
     before, after = at_to, first
     part: dict[str, object] = {"adapt": said}
     if peeled is not None:
-        again = peel.reread_peeled(label, copy, work, first) if args.reuse_runs else None
+        again = peel.reread_peeled(label, copy, work, first) if reuse else None
         if again is None:
             again = peel.run_peeled(label, python_to, copy, work, args.tests, args.timeout, first, args.peel_limit)
         before, after = peeled[1], again[1]
