@@ -24,13 +24,14 @@ from generator.judge import provenance
 from generator.judge.census import index as census_index
 from generator.judge.census import matching, reading
 from generator.judge.census.reading import Function, Skipped
-from generator.judge.couplings import changes, inherited, sites, verdicts
+from generator.judge.couplings import changes, sites, verdicts
 from generator.judge.couplings.bindings import Exports, Ref, follow
 from generator.judge.couplings.changes import Change, Mover
 from generator.judge.couplings.judged import Judged
+from generator.judge.couplings.lineage import Lineage, nearest, tree_modules
 from generator.judge.couplings.registry import Declared
 from generator.judge.couplings.tree_read import Tree, read_tree
-from generator.judge.couplings.upstream import Definition, Resolver
+from generator.judge.couplings.upstream import Resolver
 from generator.sources.base import Progress, no_progress
 from generator.sources.package import Package
 
@@ -111,17 +112,6 @@ class Impact:
 _Tree = Tree  # what the passes below read: the tree's files, each read once (tree_read)
 
 
-def _tree_modules(scans: Sequence[sites.FileScan]) -> tuple[frozenset[str], Exports]:
-    """The tree's module names (``pkg.mod``; under ``src/`` also without it) and what each binds."""
-    names: set[str] = set()
-    exports: Exports = {}
-    for scan in scans:
-        for name in {scan.module, scan.module.removeprefix("src.")}:
-            names.add(name)
-            exports[name] = scan.exports
-    return frozenset(names), exports
-
-
 def _vllm(ref: Ref, exports: Exports, modules: frozenset[str]) -> list[Ref]:
     return [r for r in follow(ref, exports, modules) if r.in_vllm]
 
@@ -130,7 +120,7 @@ def found(
     tree: _Tree, index: census_index.UpstreamIndex, declared: Sequence[Declared], progress: Progress = no_progress
 ) -> list[Coupling]:
     """The couplings the tree makes, before any is judged (overrides come with judging: they need B too)."""
-    modules, exports = _tree_modules(tree.scans)
+    modules, exports = tree_modules(tree.scans)
     out: list[Coupling] = []
     for scan in tree.scans:
         for site in scan.sites:
@@ -157,69 +147,10 @@ def found(
     return out
 
 
-class _Lineage:
-    """The tree's classes with what each derives from: vLLM classes, and the tree's own classes on the way."""
-
-    def __init__(self, tree: _Tree) -> None:
-        self.modules, self.exports = _tree_modules(tree.scans)
-        self.classes = {(c.module, c.qualname): c for scan in tree.scans for c in scan.classes}
-        self._found: dict[tuple[str, str], tuple[list[str], list[tuple[str, str]]]] = {}
-
-    def of(self, cls: sites.TreeClass, depth: int = 0) -> tuple[list[str], list[tuple[str, str]]]:
-        """(the vLLM classes ``cls`` derives from, in order; the tree's classes between, as (module, qualname))."""
-        key = (cls.module, cls.qualname)
-        if key in self._found or depth > 20:
-            return self._found.get(key, ([], []))
-        self._found[key] = ([], [])
-        vllm: list[str] = []
-        own: list[tuple[str, str]] = []
-
-        def through(base: sites.TreeClass) -> None:
-            more_vllm, more_own = self.of(base, depth + 1)
-            vllm.extend(more_vllm)
-            own.extend([(base.module, base.qualname), *more_own])
-
-        for local in cls.local_bases:
-            if (base := self.classes.get((cls.module, local))) is not None:
-                through(base)
-        for refs_of in cls.bases:
-            for ref in refs_of:
-                # A class of the tree's own binds nothing ``follow`` goes on with: its path is the class.
-                for target in [ref] if self._tree_class(ref.path) else follow(ref, self.exports, self.modules):
-                    if target.in_vllm:
-                        vllm.append(target.path)
-                        continue
-                    module, _, name = target.path.rpartition(".")
-                    if (base := self.classes.get((module, name))) is not None:
-                        through(base)
-        self._found[key] = (list(dict.fromkeys(vllm)), list(dict.fromkeys(own)))
-        return self._found[key]
-
-    def _tree_class(self, path: str) -> bool:
-        module, _, name = path.rpartition(".")
-        return (module, name) in self.classes
-
-    def subclasses(self) -> dict[str, tuple[verdicts.Subclass, ...]]:
-        """Each vLLM class the tree derives from -> the tree's leaf classes below it (what gets instantiated),
-        each with the names it and the tree's classes between bind and the attributes they assign."""
-        inner = {own for cls in self.classes.values() for own in self.of(cls)[1]}
-        out: dict[str, set[verdicts.Subclass]] = {}
-        for key, cls in sorted(self.classes.items()):
-            if key in inner:
-                continue
-            bases, between = self.of(cls)
-            family = [cls, *(self.classes[k] for k in between if k in self.classes)]
-            binds = frozenset(n for c in family for n in (*c.methods, *c.attributes))
-            assigns = frozenset(n for c in family for n in c.assigns)
-            for base in bases:
-                out.setdefault(base, set()).add(verdicts.Subclass(cls.qualname, binds, assigns))
-        return {base: tuple(sorted(found)) for base, found in out.items()}
-
-
 def overrides(tree: _Tree, a: Resolver, b: Resolver, memo: Judged | None = None) -> list[Coupling]:
     """Methods of the tree's classes that a vLLM ancestor class defines, at A or at B."""
     memo = memo or Judged(None, (), a, b)
-    lineage = _Lineage(tree)
+    lineage = Lineage(tree.scans)
 
     def ancestors(cls: sites.TreeClass) -> list[str]:
         return lineage.of(cls)[0]
@@ -237,36 +168,10 @@ def overrides(tree: _Tree, a: Resolver, b: Resolver, memo: Judged | None = None)
                     if memo.get("defines", (base, method), functools.partial(_defines, a, b, base, method))
                 ]
                 if defining:
-                    base = _nearest(defining, a, b, memo)
+                    base = nearest(defining, a, b, memo)
                     detail = f"{cls.qualname}.{method} overrides it"
                     out.append(Coupling("override", scan.path, line, f"{base}.{method}", detail))
     return out
-
-
-def _nearest(defining: list[str], a: Resolver, b: Resolver, memo: Judged) -> str:
-    """Of the vLLM bases defining a method, the one Python's method resolution reaches first: the first
-    listed that no other of them derives from (``class Q(TreeBase, vllm.Mtp)`` where ``TreeBase`` derives
-    from ``vllm.AutoRegressive`` and ``Mtp`` does too: ``Mtp`` comes first)."""
-    if len(defining) == 1:
-        return defining[0]
-    ancestry = {base: memo.get("ancestry", base, functools.partial(_ancestry, a, b, base)) for base in defining}
-    for base in defining:
-        own = ancestry[base][0]
-        if not any(own & ancestry[other][1] for other in defining if other != base):
-            return base
-    return defining[0]
-
-
-def _ancestry(a: Resolver, b: Resolver, name: str) -> tuple[frozenset[str], frozenset[str]]:
-    """Where the class ``name`` is defined, at A and at B, and the vLLM classes it derives from there."""
-    own: set[str] = set()
-    above: set[str] = set()
-    for resolver in (a, b):
-        found = resolver.resolve(name)
-        if isinstance(found, Definition) and found.kind == "class":
-            own.add(found.name)
-            above.update(c.name for c in inherited.lineage(resolver, found)[1:])
-    return frozenset(own), frozenset(above)
 
 
 def _defines(a: Resolver, b: Resolver, base: str, method: str) -> bool:
@@ -382,7 +287,7 @@ def with_verdicts(
 ) -> list[Coupling]:
     """Each coupling with its verdict (``verdicts.judge``), given what the tree's code does with the name."""
     memo = memo or Judged(None, (), a, b)
-    modules, exports = _tree_modules(tree.scans)
+    modules, exports = tree_modules(tree.scans)
     methods = {
         (cls.path, line): verdicts.Method(cls.signatures[name], cls.super_calls.get(name, ()))
         for scan in tree.scans
@@ -390,7 +295,7 @@ def with_verdicts(
         for name, line in cls.methods.items()
         if name in cls.signatures
     }
-    subclasses = _Lineage(tree).subclasses()
+    subclasses = Lineage(tree.scans).subclasses()
     imported: dict[str, list[str]] = {}  # a file's import couplings' names, longest first (a call goes to the longest)
     for c in couplings:
         if c.kind == "import" and not c.why:

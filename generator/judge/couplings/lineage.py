@@ -1,0 +1,112 @@
+"""The tree's classes and what each derives from: vLLM classes, and the tree's own classes on the way.
+
+``overrides`` needs, for each class of the tree, the vLLM classes it derives from (through the tree's own
+classes, in any file) and, of several that define a method, the one Python's method resolution reaches
+first; the verdicts need, for each vLLM class, the tree's leaf classes below it (what gets instantiated).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+from generator.judge.couplings import inherited, sites, verdicts
+from generator.judge.couplings.bindings import Exports, follow
+from generator.judge.couplings.judged import Judged
+from generator.judge.couplings.upstream import Definition, Resolver
+
+
+def tree_modules(scans: Sequence[sites.FileScan]) -> tuple[frozenset[str], Exports]:
+    """The tree's module names (``pkg.mod``; under ``src/`` also without it) and what each binds."""
+    names: set[str] = set()
+    exports: Exports = {}
+    for scan in scans:
+        for name in {scan.module, scan.module.removeprefix("src.")}:
+            names.add(name)
+            exports[name] = scan.exports
+    return frozenset(names), exports
+
+
+class Lineage:
+    """The tree's classes with what each derives from: vLLM classes, and the tree's own classes on the way."""
+
+    def __init__(self, scans: Sequence[sites.FileScan]) -> None:
+        self.modules, self.exports = tree_modules(scans)
+        self.classes = {(c.module, c.qualname): c for scan in scans for c in scan.classes}
+        self._found: dict[tuple[str, str], tuple[list[str], list[tuple[str, str]]]] = {}
+
+    def of(self, cls: sites.TreeClass, depth: int = 0) -> tuple[list[str], list[tuple[str, str]]]:
+        """(the vLLM classes ``cls`` derives from, in order; the tree's classes between, as (module, qualname))."""
+        key = (cls.module, cls.qualname)
+        if key in self._found or depth > 20:
+            return self._found.get(key, ([], []))
+        self._found[key] = ([], [])
+        vllm: list[str] = []
+        own: list[tuple[str, str]] = []
+
+        def through(base: sites.TreeClass) -> None:
+            more_vllm, more_own = self.of(base, depth + 1)
+            vllm.extend(more_vllm)
+            own.extend([(base.module, base.qualname), *more_own])
+
+        for local in cls.local_bases:
+            if (base := self.classes.get((cls.module, local))) is not None:
+                through(base)
+        for refs_of in cls.bases:
+            for ref in refs_of:
+                # A class of the tree's own binds nothing ``follow`` goes on with: its path is the class.
+                for target in [ref] if self._tree_class(ref.path) else follow(ref, self.exports, self.modules):
+                    if target.in_vllm:
+                        vllm.append(target.path)
+                        continue
+                    module, _, name = target.path.rpartition(".")
+                    if (base := self.classes.get((module, name))) is not None:
+                        through(base)
+        self._found[key] = (list(dict.fromkeys(vllm)), list(dict.fromkeys(own)))
+        return self._found[key]
+
+    def _tree_class(self, path: str) -> bool:
+        module, _, name = path.rpartition(".")
+        return (module, name) in self.classes
+
+    def subclasses(self) -> dict[str, tuple[verdicts.Subclass, ...]]:
+        """Each vLLM class the tree derives from -> the tree's leaf classes below it (what gets instantiated),
+        each with the names it and the tree's classes between bind and the attributes they assign."""
+        inner = {own for cls in self.classes.values() for own in self.of(cls)[1]}
+        out: dict[str, set[verdicts.Subclass]] = {}
+        for key, cls in sorted(self.classes.items()):
+            if key in inner:
+                continue
+            bases, between = self.of(cls)
+            family = [cls, *(self.classes[k] for k in between if k in self.classes)]
+            binds = frozenset(n for c in family for n in (*c.methods, *c.attributes))
+            assigns = frozenset(n for c in family for n in c.assigns)
+            for base in bases:
+                out.setdefault(base, set()).add(verdicts.Subclass(cls.qualname, binds, assigns))
+        return {base: tuple(sorted(found)) for base, found in out.items()}
+
+
+def nearest(defining: list[str], a: Resolver, b: Resolver, memo: Judged) -> str:
+    """Of the vLLM bases defining a method, the one Python's method resolution reaches first: the first
+    listed that no other of them derives from (``class Q(TreeBase, vllm.Mtp)`` where ``TreeBase`` derives
+    from ``vllm.AutoRegressive`` and ``Mtp`` does too: ``Mtp`` comes first)."""
+    if len(defining) == 1:
+        return defining[0]
+    ancestry = {base: memo.get("ancestry", base, functools.partial(_ancestry, a, b, base)) for base in defining}
+    for base in defining:
+        own = ancestry[base][0]
+        if not any(own & ancestry[other][1] for other in defining if other != base):
+            return base
+    return defining[0]
+
+
+def _ancestry(a: Resolver, b: Resolver, name: str) -> tuple[frozenset[str], frozenset[str]]:
+    """Where the class ``name`` is defined, at A and at B, and the vLLM classes it derives from there."""
+    own: set[str] = set()
+    above: set[str] = set()
+    for resolver in (a, b):
+        found = resolver.resolve(name)
+        if isinstance(found, Definition) and found.kind == "class":
+            own.add(found.name)
+            above.update(c.name for c in inherited.lineage(resolver, found)[1:])
+    return frozenset(own), frozenset(above)
