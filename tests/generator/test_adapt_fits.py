@@ -92,6 +92,25 @@ class NpuLayer(Layer):
         return w + 0  # plugin
 
 
+class Plain:
+    def __init__(self):
+        self.ready = True
+
+
+class CopiedLayer(Plain):  # plugin: Layer's code, not its class
+    def __init__(self):
+        super().__init__()
+        self.size = 2
+
+    def forward(self, x):
+        y = x + self.size
+        z = y * 2
+        if z > 100:
+            z = 100
+        w = z - 1
+        return w + 0  # plugin
+
+
 class SafeLayer(Layer):
     def __init__(self):
         super().__init__()
@@ -130,6 +149,7 @@ def test_naive_merges_raise_where_the_copy_lives(tmp_path: Path) -> None:
     forward_b = "        w = z - self.scale\n"
     naive = TREE.replace("        w = z - 1\n", forward_b)
     assert _python_at_b(tmp_path, naive + "\nNpuLayer().forward(1)\n") == "AttributeError"
+    assert _python_at_b(tmp_path, naive + "\nCopiedLayer().forward(1)\n") == "AttributeError"
     assert _python_at_b(tmp_path, naive + "\nSafeLayer().forward(1)\n") == ""
 
 
@@ -144,18 +164,14 @@ def test_adapt_leaves_a_merge_that_would_raise_in_the_tree_as_a_conflict(
     assert "left conflict pkg/layers.py:4 vllm.models.layer.build: merge refused where the copy lives: " in out
     assert "B's function reads Conf, which the tree's file does not bind" in out
     assert "left conflict pkg/layers.py:17 vllm.models.layer.Layer.forward" in out
-    assert "reads self.scale, which B's __init__ sets and the tree's class NpuLayer" in out
-    assert "re-synced pkg/layers.py:31 vllm.models.layer.Layer.forward" in out
+    assert "reads self.scale, which the tree's class NpuLayer does not set (B's __init__ sets it" in out
+    assert "left conflict pkg/layers.py:36 vllm.models.layer.Layer.forward" in out
+    assert "the tree's class CopiedLayer does not set (B's class sets it and CopiedLayer does not derive" in out
+    assert "re-synced pkg/layers.py:50 vllm.models.layer.Layer.forward" in out
     text = (root / "pkg/layers.py").read_text()
     # SafeLayer runs B's __init__: its copy takes B's change; the two others stay byte for byte
-    assert text == TREE.replace(
-        "        w = z - 1\n        return w + 0  # plugin\n",
-        "        w = z - self.scale\n        return w + 0  # plugin\n",
-    ).replace(
-        "        w = z - self.scale\n        return w + 0  # plugin\n\n\nclass SafeLayer",
-        "        w = z - 1\n        return w + 0  # plugin\n\n\nclass SafeLayer",
-        1,
-    )
+    head, safe = TREE.split("class SafeLayer")
+    assert text == head + "class SafeLayer" + safe.replace("        w = z - 1\n", "        w = z - self.scale\n")
     assert (
         _python_at_b(
             tmp_path,

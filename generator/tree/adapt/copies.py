@@ -27,6 +27,7 @@ class CopyJob:
     # on self (None: not a method, or B's class is not read)
     members: frozenset[str] | None = None
     assigned: frozenset[str] = frozenset()
+    owner: str = ""  # B's class's own name: does the tree's class derive from it, or copy it
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def resync_file(text: str, jobs: Sequence[CopyJob]) -> tuple[str, list[CopyOutco
         ours = function_text(lines, func)
         result = resync(job.base, ours, job.theirs)
         if isinstance(result, Merged) and (
-            why := fits.problem(tree, func, ours, result.text, job.members, job.assigned)
+            why := fits.problem(tree, func, ours, result.text, job.members, job.assigned, job.owner)
         ):
             result = Conflict(f"merge refused where the copy lives: {why}")
         outcomes.append(CopyOutcome(job.line, job.upstream, result))

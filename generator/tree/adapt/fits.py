@@ -6,9 +6,11 @@ sets (``self.drop_eagle_group_ids`` in B's ``__init__``); in the tree's file and
 and the merged copy would raise NameError or AttributeError where the copy never did. So every name the
 merged copy reads unbound and the copy did not must be bound at the top of the tree's file (or be a
 builtin), and every ``self.<attribute>`` it reads and the copy did not, and that B's ``__init__`` sets, must
-be bound by the tree's class (its body, what its methods assign, the same for its bases in the file) or at
-class level by B's, unless the tree's class runs B's ``__init__`` (it defines none, or calls
-``super().__init__``). Else the copy is a conflict, with which name and why.
+be set by the tree's class (its body, what its methods assign, the same for its bases in the file), unless
+the tree's class derives from B's and runs B's ``__init__`` (defines none, or calls ``super().__init__``);
+a class of the tree that copies B's class rather than deriving from it (no base it names, nor any the file
+imports from vLLM) gets nothing of B's class, so any attribute B's class gives must be its own. Else the
+copy is a conflict, with which name and why.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ def problem(
     merged: str,
     b_members: frozenset[str] | None,
     b_assigned: frozenset[str],
+    b_class: str = "",
 ) -> str:
     """Empty when the merged copy reads nothing new that the tree lacks; else the one-line reason."""
     mine, result = _function(ours), _function(merged)
@@ -59,17 +62,49 @@ def problem(
         return ""
     classes = list(_family(module, owner))
     provided = {n for c in classes for n in _class_names(c)} | {n for c in classes for n in _assigned(c)}
-    if b_members is None or not owner.bases or _runs_base_init(classes):
+    if b_members is None:
         return ""
-    # Only what B's own __init__ sets is known to be missing: an attribute nothing in B's class sets is
+    # Only what B's class is known to give is looked for: an attribute nothing in B's class sets is
     # upstream's own contract with its callers, as much the copy's as B's.
-    missing = sorted((new_attributes & b_assigned) - provided - b_members)
+    if _derives(module, classes, b_class):  # B's class-level names are inherited; its __init__ runs if not replaced
+        if _runs_base_init(classes):
+            return ""
+        wanted, how = b_assigned, "B's __init__ sets it and the tree's class does not run B's"
+    else:  # a class of the tree that copies B's: nothing of B's class reaches it
+        wanted, how = b_assigned | b_members, f"B's class sets it and {owner.name} does not derive from B's"
+    missing = sorted((new_attributes & wanted) - provided)
     if missing:
-        return (
-            f"B's function reads self.{missing[0]}, which B's __init__ sets and the tree's class {owner.name} "
-            "neither sets nor gets (its __init__ does not call B's)"
-        )
+        return f"B's function reads self.{missing[0]}, which the tree's class {owner.name} does not set ({how})"
     return ""
+
+
+def _derives(module: ast.Module, classes: list[ast.ClassDef], name: str) -> bool:
+    """One of the classes may derive from B's class ``name``: it names it among its bases, or a base the file
+    imports from vLLM (a vLLM subclass of it, which this reading cannot see, is taken to be one)."""
+    from_vllm = _vllm_names(module)
+    for cls in classes:
+        for base in cls.bases:
+            target = base.value if isinstance(base, ast.Subscript) else base
+            last = (
+                target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
+            )
+            root = target
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if (name and last == name) or (isinstance(root, ast.Name) and root.id in from_vllm):
+                return True
+    return False
+
+
+def _vllm_names(module: ast.Module) -> set[str]:
+    """The names the file binds to vLLM's modules and members (``from vllm.x import Y``, ``import vllm``)."""
+    out: set[str] = set()
+    for stmt in _flat(module.body):
+        if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").split(".")[0] == "vllm" and not stmt.level:
+            out.update(a.asname or a.name for a in stmt.names)
+        elif isinstance(stmt, ast.Import):
+            out.update((a.asname or a.name).split(".")[0] for a in stmt.names if a.name.split(".")[0] == "vllm")
+    return out
 
 
 def _reads(func: Function, lazy: bool) -> Function:

@@ -185,18 +185,18 @@ def _copy(
     if base is None or theirs is None:
         plan.left.append(Leftover(c.site, "conflict", c.upstream, "upstream's function cannot be read at A or B"))
         return
-    members, assigned = _class_of(b_resolver, change.new)
-    jobs.setdefault(c.path, []).append(CopyJob(c.line, c.upstream, base, theirs, members, assigned))
+    members, assigned, owner = _class_of(b_resolver, change.new)
+    jobs.setdefault(c.path, []).append(CopyJob(c.line, c.upstream, base, theirs, members, assigned, owner))
 
 
-def _class_of(resolver: Resolver, method: Definition | None) -> tuple[frozenset[str] | None, frozenset[str]]:
-    """What B's class of a copied method gives its instances (inherited.provides); (None, ...) otherwise."""
+def _class_of(resolver: Resolver, method: Definition | None) -> tuple[frozenset[str] | None, frozenset[str], str]:
+    """What B's class of a copied method gives its instances (inherited.provides), and its own name."""
     if method is None or "." not in method.qualname:
-        return None, frozenset()
+        return None, frozenset(), ""
     owner = resolver.resolve(method.name.rpartition(".")[0])
     if not isinstance(owner, Definition) or owner.kind != "class":
-        return None, frozenset()
-    return inherited.provides(resolver, owner)
+        return None, frozenset(), ""
+    return (*inherited.provides(resolver, owner), owner.qualname.rpartition(".")[2])
 
 
 def _file(
