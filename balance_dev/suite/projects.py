@@ -10,7 +10,8 @@ vllm-spyre keeps all of it in ``pyproject.toml`` and ``.github/workflows/test.ym
   it with a wheel on the package index to install on CPU torch;
 - its venv: vLLM on the CPU build of torch (.ci/install-vllm, as for vllm-ascend: their uv override pins
   torch 2.10.0, the CPU torch here is .ci/install-vllm's), torchvision paired with it (--no-deps, behind
-  ``make downstream``'s import guard) and ``[project].dependencies`` with vLLM's closure as constraints.
+  ``make downstream``'s import guard) and ``[project].dependencies`` with vLLM's closure as constraints,
+  fms-model-optimizer without its ``fp8`` extra (SPYRE_NO_EXTRAS says why).
   The tree is not installed (their CI installs its wheel and deletes the source): pytest runs from the
   tree's root, so their package is the tree's (coverage and ``--adapt`` see their files) and the sdist's
   ``vllm_spyre.egg-info`` on the path registers the ``vllm.platform_plugins`` entry point that
@@ -32,7 +33,7 @@ import re
 import shlex
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,6 +113,11 @@ SPYRE_ENV = {
 SPYRE_OURS = ("--color=no", "--continue-on-collection-errors")
 # [project].dependencies not installed: .ci/install-vllm's vLLM and CPU torch, torchvision paired by version.
 SPYRE_NOT_INSTALLED = frozenset({"vllm", "torch", "torchvision"})
+# Extras not installed. fms-model-optimizer[fp8] is llmcompressor and torchao==0.11: no llmcompressor release
+# installs here (each caps torch, <=2.10.0 for 0.10.x, <=2.12.0 for 0.12.x, below the CPU torch 2.13.0, and
+# pins compressed-tensors exactly, never vLLM 0.18.1's 0.13.0 beside a torch that fits). fms_mo imports neither
+# on import (optional packages: quantizing a model, loading an FP8 checkpoint): the quantized tests, deselected.
+SPYRE_NO_EXTRAS = {"fms-model-optimizer": frozenset({"fp8"})}
 # From [dependency-groups].dev, what the tests import or run with (their bounds are kept, read from the file).
 SPYRE_FROM_DEV = ("pytest", "pytest-asyncio", "pytest-forked", "pytest-mock", "pytest-timeout", "sentence-transformers")
 SPYRE_STAMP_FORMAT = 1
@@ -202,13 +208,22 @@ def spyre_ci(tree: Path) -> run.CI:
     return run.CI(SPYRE_ENV, ("-v", *SPYRE_OURS, "-m", markers), timeouts[0])
 
 
-def wanted(reqs: list[Requirement], skip: frozenset[str], installed: dict[str, str]) -> tuple[list[str], list[str]]:
-    """(to install, notes): ``reqs`` minus ``skip`` and what is installed (vLLM's closure wins: a note says so)."""
+def wanted(
+    reqs: list[Requirement],
+    skip: frozenset[str],
+    installed: dict[str, str],
+    no_extras: Mapping[str, frozenset[str]] | None = None,
+) -> tuple[list[str], list[str]]:
+    """(to install, notes): ``reqs`` minus ``skip``, ``no_extras`` and what is installed (vLLM's closure wins)."""
     out, notes = [], []
     for req in reqs:
         name = canonicalize_name(req.name)
         if name in skip or (req.marker is not None and not req.marker.evaluate()):
             continue
+        if dropped := sorted(req.extras & (no_extras or {}).get(name, frozenset())):
+            req = Requirement(str(req))
+            req.extras -= set(dropped)
+            notes.append(f"{req.name} without its extra {', '.join(dropped)} (projects.py says why)")
         have = installed.get(name)
         if have is None:
             out.append(str(req))
@@ -240,7 +255,8 @@ def spyre_venv(venv: Path, vllm: str, tree: Path, log: Path) -> None:
             raise HarnessError(f"no torch in {venv} after .ci/install-vllm")
         must([*NICE, str(python), *PIP, "--no-deps", downstream.torchvision_for(torch)], log, "installing torchvision")
         installed = installed_versions(python)
-        packages, notes = wanted(requirements(tree, "project", "dependencies"), SPYRE_NOT_INSTALLED, installed)
+        deps = requirements(tree, "project", "dependencies")
+        packages, notes = wanted(deps, SPYRE_NOT_INSTALLED, installed, SPYRE_NO_EXTRAS)
         for note in notes:
             say(note)
         constraints = venv / "spyre-constraints.txt"

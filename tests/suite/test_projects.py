@@ -184,6 +184,11 @@ def test_their_requirements_and_dev_packages(tmp_path: Path) -> None:
         [],
         ["kept fms-thing 0.7.0 (vLLM's), their pyproject.toml asks <0.9,>=0.8.2"],
     )
+    no_extras = {"fms-thing": frozenset({"fp8", "other"})}
+    assert projects.wanted(deps, projects.SPYRE_NOT_INSTALLED, {}, no_extras) == (
+        ["fms-thing<0.9,>=0.8.2"],
+        ["fms-thing without its extra fp8 (projects.py says why)"],
+    )
     assert projects.spyre_dev(tree) == [
         "coverage",
         "pytest-asyncio",
