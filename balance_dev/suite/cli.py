@@ -1,6 +1,7 @@
 """`make downstream-suite`: a plugin's whole CPU unit suite at its pin (A) and at vLLM B, each failure named.
 
-    python -m balance_dev.suite [--version 0.30.0rc2] [--to v0.33.0] [--tests tests/ut] [--timeout 120]
+    python -m balance_dev.suite [--project vllm-ascend|vllm-spyre]
+                                [--version 0.30.0rc2] [--to v0.33.0] [--tests tests/ut] [--timeout 120]
                                 [--work build/suite] [--venvs .venv-suite] [--out FILE] [--no-coverage]
                                 [--reuse-runs] [--impact-json FILE] [--amend-plan PLAN] [--no-peel] [--peel-limit N]
                                 [--adapt]
@@ -20,6 +21,8 @@
 
 6. ``--adapt``: a copy of the tree adapted A -> B by this checkout's ``adapt`` (adapted.py), run at B and
    peeled the same way: the bump's failures before and after ``adapt``, the tests it fixed and any it broke.
+
+``--project vllm-spyre``: the same steps on vllm-spyre's tree, pin, requirements and CI step (projects.py).
 
 WORK keeps the run at A (``at-from.*``: records, log, meta, coverage), one per B (``at-vB.*``) and
 ``impact-vB.json``; ``--reuse-runs`` judges again what WORK holds and makes only what it lacks (another
@@ -45,22 +48,23 @@ from pathlib import Path
 
 from balance_dev import downstream, plan_amend
 from balance_dev.downstream import REPO_ROOT, HarnessError, say
-from balance_dev.suite import adapted, attribute, classes, outcomes, peel, results, run, scopes, venvs
+from balance_dev.suite import adapted, attribute, classes, outcomes, peel, projects, results, run, scopes, venvs
 from generator.errors import PatchgenError
 from generator.sources import index
 from generator.tags import version_of
 
-DEFAULT_OUT = "benchmarks/results/suite-vllm-ascend-{version}.json"
+DEFAULT_OUT = "benchmarks/results/suite-{project}-{version}.json"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m balance_dev.suite", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--version", default=downstream.DEFAULT_VERSION, help="vllm-ascend release")
-    parser.add_argument("--to", default="v0.33.0", help="vLLM release B (default: %(default)s)")
+    parser.add_argument("--project", choices=sorted(projects.PROJECTS), default=projects.ASCEND.name)
+    parser.add_argument("--version", help=f"the project's release (default: {downstream.DEFAULT_VERSION})")
+    parser.add_argument("--to", help=f"vLLM release B (default: {projects.ASCEND.to})")
     parser.add_argument("--tests", action="append", help="their test paths (default: tests/ut)")
-    parser.add_argument("--timeout", type=int, default=120, help="seconds per test (default: %(default)s)")
+    parser.add_argument("--timeout", type=int, help="seconds per test (default: 120; their CI's where it has one)")
     parser.add_argument("--work", type=Path, default=Path("build/suite"))
-    parser.add_argument("--venvs", type=Path, default=Path(".venv-suite"), help="prefix: PREFIX-A, PREFIX-B")
+    parser.add_argument("--venvs", type=Path, help="prefix: PREFIX-A, PREFIX-B (default: .venv-suite)")
     parser.add_argument("--out", help=f"the report (default: {DEFAULT_OUT})")
     parser.add_argument("--no-coverage", action="store_true", help="no coverage at A (no executed-sites figure)")
     parser.add_argument(
@@ -82,12 +86,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--peel-limit", type=int, default=peel.DEFAULT_LIMIT, help="most stand-ins peeling makes (%(default)s)"
     )
     args = parser.parse_args(argv)
+    project = projects.PROJECTS[args.project]
+    args.version, args.to = args.version or project.version, args.to or project.to
+    args.venvs = args.venvs or Path(project.venv_prefix)
     if not re.fullmatch(r"[0-9][0-9a-z.]*", args.version) or not re.fullmatch(r"v?[0-9][0-9a-z.]*", args.to):
         parser.error("--version and --to take release versions (0.30.0rc2, v0.33.0)")
     if args.peel_limit < 1:
         parser.error("--peel-limit takes a number of stand-ins, at least 1 (or --no-peel)")
-    args.tests = args.tests or ["tests/ut"]
-    args.out = Path(args.out or DEFAULT_OUT.format(version=args.version))
+    args.tests = args.tests or list(project.tests)
+    args.out = Path(args.out or DEFAULT_OUT.format(project=project.name, version=args.version))
     args.work, args.venvs, args.out = (
         p if p.is_absolute() else REPO_ROOT / p for p in (args.work, args.venvs, args.out)
     )
@@ -119,6 +126,11 @@ def has_wheel(version: str, index_url: str | None = None) -> bool:
         if name.startswith(f"vllm-{version}-") and name.endswith(".whl") and ("x86_64" in name or "-any." in name):
             return True
     return False
+
+
+def suite_venv(project: projects.Project, venv: Path, vllm: str, tree: Path, work: Path) -> Path:
+    log = work / f"install-{vllm}.log"
+    return venvs.ensure_suite_venv(venv, vllm, tree, log, project.base_venv, project.dev)
 
 
 def impact_json(tree: Path, vllm_from: str, vllm_to: str, out: Path) -> dict[str, object]:
@@ -156,12 +168,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def suite(args: argparse.Namespace, command: str) -> int:
     work: Path = args.work
     work.mkdir(parents=True, exist_ok=True)
-    kept = work / "tree" / f"vllm_ascend-{args.version}"
-    if args.reuse_runs and kept.is_dir():
-        tree = kept
-    else:
-        tree = downstream.extract_tree(downstream.sdist_bytes(args.version), work / "tree", args.version)
-    vllm_from, vllm_to = downstream.pinned_vllm(tree), version_of(args.to) if args.to.startswith("v") else args.to
+    project = projects.PROJECTS[args.project]
+    kept = work / "tree" / project.tree_name(args.version)
+    tree = kept if args.reuse_runs and kept.is_dir() else project.tree(args.version, work / "tree")
+    ci = project.ci(tree)
+    args.timeout = ci.timeout if args.timeout is None else args.timeout
+    vllm_from, vllm_to = project.pinned_vllm(tree), version_of(args.to) if args.to.startswith("v") else args.to
     label_to = f"at-v{vllm_to}"  # WORK keeps one run at A and one per B: --reuse-runs --to C runs only C
     reuse = {label for label in ("at-from", label_to) if args.reuse_runs and run.has_run(label, work)}
     peeled = None  # (peeling, the run at B with its stand-ins), when --reuse-runs finds them
@@ -175,15 +187,15 @@ def suite(args: argparse.Namespace, command: str) -> int:
     venv_from, venv_to = Path(f"{args.venvs}-{vllm_from}"), Path(f"{args.venvs}-{vllm_to}")
     python_from, python_to = venv_from / "bin" / "python", venv_to / "bin" / "python"
     if "at-from" not in reuse:
-        python_from = venvs.ensure_suite_venv(venv_from, vllm_from, tree, work / f"install-{vllm_from}.log")
+        python_from = suite_venv(project, venv_from, vllm_from, tree, work)
     if need_to:
-        python_to = venvs.ensure_suite_venv(venv_to, vllm_to, tree, work / f"install-{vllm_to}.log")
+        python_to = suite_venv(project, venv_to, vllm_to, tree, work)
     setup_seconds = time.monotonic() - started
     coverage_file = None if args.no_coverage else work / "at-from.coverage"
     if "at-from" in reuse:
         at_from = run.reread("at-from", tree, work)
     else:
-        at_from = run.run_suite("at-from", python_from, tree, work, args.tests, args.timeout, coverage_file)
+        at_from = run.run_suite("at-from", python_from, tree, work, args.tests, args.timeout, coverage_file, ci=ci)
     if not at_from.tests:
         first = first_collection_error(at_from, work / "at-from.log")
         say(f"error: the suite cannot be collected at v{vllm_from}: {first}")
@@ -191,9 +203,11 @@ def suite(args: argparse.Namespace, command: str) -> int:
     if label_to in reuse:
         at_to = run.reread(label_to, tree, work)
     else:
-        at_to = run.run_suite(label_to, python_to, tree, work, args.tests, args.timeout)
+        at_to = run.run_suite(label_to, python_to, tree, work, args.tests, args.timeout, ci=ci)
     if peeled is None and not args.no_peel:
-        peeled = peel.run_peeled(label_to, python_to, tree, work, args.tests, args.timeout, at_to, args.peel_limit)
+        peeled = peel.run_peeled(
+            label_to, python_to, tree, work, args.tests, args.timeout, at_to, args.peel_limit, ci=ci
+        )
     started = time.monotonic()
     made = work / f"impact-v{vllm_to}.json"
     if args.impact_json is not None:
@@ -215,7 +229,7 @@ def suite(args: argparse.Namespace, command: str) -> int:
     attributed = attribute.attribute(failures, couplings, bases)
     breaks = [c for c in couplings if c.verdict == "breaks"]
     lines = None if coverage_file is None else run.executed_lines(python_from, coverage_file, tree)
-    head = {"tree": f"vllm-ascend {args.version}", "from": f"v{vllm_from}", "to": f"v{vllm_to}", "command": command}
+    head = {"tree": f"{project.name} {args.version}", "from": f"v{vllm_from}", "to": f"v{vllm_to}", "command": command}
     doc = results.document(
         head,
         at_from,
@@ -239,8 +253,8 @@ def suite(args: argparse.Namespace, command: str) -> int:
         )
     if args.adapt:
         if not python_to.is_file():  # the runs at B were reused, the adapted one may not be
-            python_to = venvs.ensure_suite_venv(venv_to, vllm_to, tree, work / f"install-{vllm_to}.log")
-        doc["adapted"] = adapted_part(args, tree, work, vllm_from, vllm_to, python_to, at_from, at_to, peeled)
+            python_to = suite_venv(project, venv_to, vllm_to, tree, work)
+        doc["adapted"] = adapted_part(args, tree, work, vllm_from, vllm_to, python_to, at_from, at_to, peeled, ci)
     doc["time"] = {
         "venvs": None if reuse else round(setup_seconds),
         "at_from": round(at_from.seconds),
@@ -275,6 +289,7 @@ def adapted_part(
     at_from: outcomes.SuiteRun,
     at_to: outcomes.SuiteRun,
     peeled: tuple[peel.Peeling, outcomes.SuiteRun] | None,
+    ci: run.CI = run.ASCEND,
 ) -> dict[str, object]:
     """Issue 40 item 6: the suite at B on the adapted copy, peeled as the tree was, beside the tree's run."""
     label = f"at-v{vllm_to}-adapted"
@@ -284,13 +299,15 @@ def adapted_part(
     if reuse and run.has_run(label, work):
         first = run.reread(label, copy, work)
     else:
-        first = run.run_suite(label, python_to, copy, work, args.tests, args.timeout)
+        first = run.run_suite(label, python_to, copy, work, args.tests, args.timeout, ci=ci)
     before, after = at_to, first
     part: dict[str, object] = {"adapt": said}
     if peeled is not None:
         again = peel.reread_peeled(label, copy, work, first) if reuse else None
         if again is None:
-            again = peel.run_peeled(label, python_to, copy, work, args.tests, args.timeout, first, args.peel_limit)
+            again = peel.run_peeled(
+                label, python_to, copy, work, args.tests, args.timeout, first, args.peel_limit, ci=ci
+            )
         before, after = peeled[1], again[1]
         part["peels_before"], part["peels_after"] = len(peeled[0].peels), len(again[0].peels)
     return part | adapted.side_by_side(at_from, before, after)

@@ -148,6 +148,7 @@ def run_peeled(
     first: SuiteRun,
     limit: int = DEFAULT_LIMIT,
     extra_env: dict[str, str] | None = None,
+    ci: run.CI = run.ASCEND,
 ) -> tuple[Peeling, SuiteRun]:
     """Peeling from the unpeeled run ``first`` at B, then the whole suite with the stand-ins (``LABEL-peeled``).
     No peel (B collects, or its first blocker is no vLLM name): the unpeeled run is the peeled one."""
@@ -157,7 +158,7 @@ def run_peeled(
         write_peels(peels_file, peels, work / f"{label}-collect.uses.jsonl")
         name = f"{label}-collect-{round_}"
         return run.run_suite(name, python, tree, work, tests, timeout, peels=peels_file, collect_only=True,
-                             extra_env=extra_env)  # fmt: skip
+                             extra_env=extra_env, ci=ci)  # fmt: skip
 
     peeling = peel_rounds(first, collect, limit)
     say(f"{label}: {len(peeling.peels)} peels in {peeling.rounds} rounds, {peeling.stopped}")
@@ -167,7 +168,7 @@ def run_peeled(
     write_peels(peels_file, [p.peel for p in peeling.peels], uses)
     uses.unlink(missing_ok=True)
     peeled = run.run_suite(f"{label}-peeled", python, tree, work, tests, timeout, peels=peels_file,
-                           extra_env=extra_env)  # fmt: skip
+                           extra_env=extra_env, ci=ci)  # fmt: skip
     return peeling, peeled
 
 

@@ -8,6 +8,7 @@ fails that test and the run goes on), ``--color=no`` (a readable log), ``--conti
 (a module that does not import fails its own tests only; their CI stops there) and, at A, ``coverage run``
 limited to the tree's own files (which coupling sites the tests execute). A peeled run at B (peel.py) adds
 ``-p balance_suite_peel`` and the stand-ins' file: that run alone is not their CI's, and says so.
+Another project's CI step (projects.py) comes with its own environment and flags: ``CI``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from balance_dev.downstream import NICE, HarnessError, run_logged, say
@@ -32,6 +34,19 @@ CI_ENV = {
     "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
 }
 CI_ARGS = ("-sv", "--color=no", "--continue-on-collection-errors")
+
+
+@dataclass(frozen=True)
+class CI:
+    """A project's CI pytest step as the suite runs it: its environment, its flags (before the suite's own
+    plugins and ``--timeout``), and the per-test timeout when ``--timeout`` is not given."""
+
+    env: Mapping[str, str]
+    args: tuple[str, ...]
+    timeout: int
+
+
+ASCEND = CI(CI_ENV, CI_ARGS, 120)  # vllm-ascend's cpu-ut job (their CI has no per-test timeout: ours)
 RECORDS_ENV = "BALANCE_SUITE_RECORDS"
 PEELS_ENV = "BALANCE_SUITE_PEELS"
 SITE_DUMP = (
@@ -49,12 +64,13 @@ def suite_command(
     coverage_file: Path | None,
     peels: Path | None = None,
     collect_only: bool = False,
+    ci_args: Sequence[str] = CI_ARGS,
 ) -> list[str]:
     head = [str(python), "-m"]
     if coverage_file is not None:
         head += ["coverage", "run", f"--data-file={coverage_file}", "--source=.", "-m"]
     plugins = ["-p", "balance_suite_peel"] if peels is not None else []  # before their conftest: -p loads first
-    return [*head, "pytest", *CI_ARGS, *plugins, "-p", "balance_suite_pytest", "-p", "no:cacheprovider",
+    return [*head, "pytest", *ci_args, *plugins, "-p", "balance_suite_pytest", "-p", "no:cacheprovider",
             f"--timeout={timeout}", *(["--collect-only"] if collect_only else []), *tests]  # fmt: skip
 
 
@@ -69,16 +85,17 @@ def run_suite(
     peels: Path | None = None,
     collect_only: bool = False,
     extra_env: Mapping[str, str] | None = None,
+    ci: CI = ASCEND,
 ) -> SuiteRun:
-    """pytest over ``tests`` in ``tree``; ``peels``: with the stand-ins that file names (peel.py);
-    ``extra_env``: only the suite's own tests set it (a fake vLLM on PYTHONPATH)."""
+    """pytest over ``tests`` in ``tree`` as ``ci`` runs it; ``peels``: with the stand-ins that file names
+    (peel.py); ``extra_env``: only the suite's own tests set it (a fake vLLM on PYTHONPATH)."""
     records, log = work / f"{label}.records.jsonl", work / f"{label}.log"
     for stale in (records, log, *([coverage_file] if coverage_file else [])):
         stale.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTEST_ADDOPTS")}
-    env |= CI_ENV | {RECORDS_ENV: str(records), "VLLM_CACHE_ROOT": str(work / "vllm-cache")}
+    env |= dict(ci.env) | {RECORDS_ENV: str(records), "VLLM_CACHE_ROOT": str(work / "vllm-cache")}
     env |= ({PEELS_ENV: str(peels)} if peels is not None else {}) | dict(extra_env or {})
-    cmd = [*NICE, *suite_command(python, tests, timeout, coverage_file, peels, collect_only)]
+    cmd = [*NICE, *suite_command(python, tests, timeout, coverage_file, peels, collect_only, ci.args)]
     say(f"{label}: {' '.join(tests)} in {tree} (log: {log})")
     started = time.monotonic()
     status = run_logged(cmd, log, cwd=tree, env=env)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeAlias
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -37,18 +39,31 @@ def pip_error(log: Path) -> str:
     return errors[-1] if errors else "no pip error line"
 
 
-def ensure_suite_venv(venv: Path, vllm: str, tree: Path, log: Path) -> Path:
-    """``venv`` ready for the suite at vLLM ``vllm``; a stamp keyed by the inputs skips it on reruns."""
+# A project's base venv (vLLM ``vllm`` and its requirements: venv, vllm, tree, log) and its suite packages.
+BaseVenv: TypeAlias = Callable[[Path, str, Path, Path], None]
+DevPackages: TypeAlias = Callable[[Path], list[str]]
+
+
+def ensure_suite_venv(
+    venv: Path,
+    vllm: str,
+    tree: Path,
+    log: Path,
+    base: BaseVenv = downstream.ensure_venv,
+    dev: DevPackages = dev_requirements,
+) -> Path:
+    """``venv`` ready for the suite at vLLM ``vllm``; a stamp keyed by the inputs skips it on reruns.
+    ``base`` and ``dev``: another project's (projects.py); vllm-ascend's by default."""
     try:
-        return _ensure(venv, vllm, tree, log)
+        return _ensure(venv, vllm, tree, log, base, dev)
     except HarnessError as exc:
         raise HarnessError(f"{exc}: {pip_error(log)}", exc.code) from None
 
 
-def _ensure(venv: Path, vllm: str, tree: Path, log: Path) -> Path:
-    downstream.ensure_venv(venv, vllm, tree, log)
+def _ensure(venv: Path, vllm: str, tree: Path, log: Path, base: BaseVenv, dev: DevPackages) -> Path:
+    base(venv, vllm, tree, log)
     python = venv / "bin" / "python"
-    packages = dev_requirements(tree)
+    packages = dev(tree)
     stamp = venv / ".suite-stamp"
     text = json.dumps({"format": SUITE_FORMAT, "vllm": vllm, "packages": packages}, sort_keys=True)
     if not (stamp.is_file() and stamp.read_text("utf-8") == text):
