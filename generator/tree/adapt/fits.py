@@ -61,7 +61,7 @@ def problem(
     if not new_attributes:
         return ""
     classes = list(_family(module, owner))
-    provided = {n for c in classes for n in _class_names(c)} | {n for c in classes for n in _assigned(c)}
+    provided = {n for c in classes for n in _bound_in(c.body)} | {n for c in classes for n in _assigned(c)}
     if b_members is None:
         return ""
     # Only what B's class is known to give is looked for: an attribute nothing in B's class sets is
@@ -124,10 +124,15 @@ def _reads(func: Function, lazy: bool) -> Function:
 
 def _top_level(module: ast.Module) -> set[str] | None:
     """The names the module binds at its top (under ``if``/``try`` too); None when a star import hides some."""
+    if any(isinstance(s, ast.ImportFrom) and any(a.name == "*" for a in s.names) for s in _flat(module.body)):
+        return None
+    return _bound_in(module.body)
+
+
+def _bound_in(body: list[ast.stmt]) -> set[str]:
+    """What a module's or a class's statements bind (imports, defs, assignments, loop and ``with`` targets)."""
     out: set[str] = set()
-    for stmt in _flat(module.body):
-        if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
-            return None
+    for stmt in _flat(body):
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             out.update((a.asname or a.name).split(".")[0] for a in stmt.names)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -175,17 +180,6 @@ def _family(module: ast.Module, cls: ast.ClassDef, depth: int = 0) -> Iterator[a
     for base in cls.bases:
         if isinstance(base, ast.Name) and base.id in local and local[base.id] is not cls:
             yield from _family(module, local[base.id], depth + 1)
-
-
-def _class_names(cls: ast.ClassDef) -> set[str]:
-    out: set[str] = set()
-    for stmt in _flat(cls.body):
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out.add(stmt.name)
-        else:
-            for target in _targets(stmt):
-                out.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
-    return out
 
 
 def _assigned(cls: ast.ClassDef) -> set[str]:
