@@ -11,9 +11,9 @@ from the class's own body and its vLLM bases in method resolution order (bases o
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 
 from generator.judge.couplings.signatures import Param, Signature
+from generator.judge.couplings.sites import class_statements, self_assigned
 from generator.judge.couplings.upstream import Definition, Resolver
 
 _DEPTH = 24  # bases followed before giving up (as the resolver does)
@@ -49,15 +49,6 @@ def _decorator_names(node: ast.AST) -> list[str]:
     return out
 
 
-def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """A class body's statements, those under ``if``/``try`` too (a version guard's members are members)."""
-    for stmt in body:
-        yield stmt
-        if isinstance(stmt, (ast.If, ast.Try)):
-            for block in (stmt.body, stmt.orelse, getattr(stmt, "finalbody", [])):
-                yield from _statements(block)
-
-
 def _bound(stmt: ast.stmt) -> list[str]:
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return [stmt.name]
@@ -75,7 +66,7 @@ def _first_bindings(resolver: Resolver, definition: Definition) -> dict[str, tup
         node = cls.node
         if not isinstance(node, ast.ClassDef):
             continue
-        for stmt in _statements(node.body):
+        for stmt in class_statements(node.body):
             for name in _bound(stmt):
                 out.setdefault(name, (stmt, node))
     return out
@@ -98,7 +89,7 @@ def read_only_properties(resolver: Resolver, definition: Definition) -> frozense
             continue
         setter = any(
             isinstance(d, ast.Attribute) and d.attr == "setter" and isinstance(d.value, ast.Name) and d.value.id == name
-            for other in _statements(owner.body)
+            for other in class_statements(owner.body)
             for d in getattr(other, "decorator_list", [])
         )
         if not setter:
@@ -122,7 +113,7 @@ def init_signature(resolver: Resolver, definition: Definition) -> Signature | No
         node = cls.node
         if not isinstance(node, ast.ClassDef):
             continue
-        if any(name in ("__init__", "__new__") for stmt in _statements(node.body) for name in _bound(stmt)):
+        if any(name in ("__init__", "__new__") for stmt in class_statements(node.body) for name in _bound(stmt)):
             return None  # written out: the resolver's own reading of it decides
         if _generates_init(node):
             break
@@ -142,8 +133,8 @@ def _init_fields(resolver: Resolver, definition: Definition) -> list[tuple[str, 
         return None
     out: dict[str, tuple[str, bool, bool]] = {}
     for cls in reversed(generated):  # a dataclass takes its bases' fields first; a redefinition keeps the place
-        kw_only = _decorator_flag(cls, "kw_only")
-        for stmt in _statements(cls.body):
+        kw_only = bool(_decorator_option(cls, "kw_only"))
+        for stmt in class_statements(cls.body):
             if not isinstance(stmt, ast.AnnAssign) or not isinstance(stmt.target, ast.Name):
                 continue
             annotation = ast.unparse(stmt.annotation)
@@ -178,25 +169,20 @@ def _field_options(value: ast.expr | None) -> tuple[bool, bool, bool | None]:
     return default, init, kw.value if isinstance(kw, ast.Constant) and isinstance(kw.value, bool) else None
 
 
-def _decorator_flag(cls: ast.ClassDef, flag: str) -> bool:
+def _decorator_option(cls: ast.ClassDef, option: str) -> object:
+    """The constant a class decorator's call passes as ``option`` (``@dataclass(kw_only=True)``); None if none."""
     for decorator in cls.decorator_list:
         if isinstance(decorator, ast.Call):
             for keyword in decorator.keywords:
-                if keyword.arg == flag and isinstance(keyword.value, ast.Constant):
-                    return bool(keyword.value.value)
-    return False
+                if keyword.arg == option and isinstance(keyword.value, ast.Constant):
+                    return keyword.value.value
+    return None
 
 
 def _generates_init(cls: ast.ClassDef) -> bool:
     if any(ast.unparse(b) in _NAMED_TUPLE for b in cls.bases):
         return True
-    for decorator in cls.decorator_list:
-        target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        name = target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
-        if name == "dataclass":
-            init = [k.value for k in getattr(decorator, "keywords", []) if k.arg == "init"]
-            return not (init and isinstance(init[0], ast.Constant) and init[0].value is False)
-    return False
+    return "dataclass" in _decorator_names(cls) and _decorator_option(cls, "init") is not False
 
 
 def provides(resolver: Resolver, definition: Definition) -> tuple[frozenset[str], frozenset[str]]:
@@ -208,29 +194,8 @@ def provides(resolver: Resolver, definition: Definition) -> tuple[frozenset[str]
         node = cls.node
         if not isinstance(node, ast.ClassDef):
             continue
-        for stmt in _statements(node.body):
+        for stmt in class_statements(node.body):
             members.update(_bound(stmt))
             if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
                 assigned.update(self_assigned(stmt))
     return frozenset(members), frozenset(assigned)
-
-
-def self_assigned(method: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
-    """``<first parameter>.<name> = ...`` (plain, annotated, augmented, in a tuple) in the method's body."""
-    params = [*method.args.posonlyargs, *method.args.args]
-    if not params:
-        return set()
-    receiver, out = params[0].arg, set()
-    for node in ast.walk(method):
-        targets: list[ast.expr] = (
-            list(node.targets)
-            if isinstance(node, ast.Assign)
-            else [node.target]
-            if isinstance(node, (ast.AnnAssign, ast.AugAssign))
-            else []
-        )
-        for target in targets:
-            for part in ast.walk(target):
-                if isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name) and part.value.id == receiver:
-                    out.add(part.attr)
-    return out

@@ -161,13 +161,13 @@ class _Walker:
         local = [self.top_classes[b.id] for b in node.bases if isinstance(b, ast.Name) and b.id in self.top_classes]
         methods = {
             m.name: m.lineno
-            for m in _class_statements(node.body)
+            for m in class_statements(node.body)
             if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
         }
         bases = [refs(b, parent) for b in node.bases]
-        defs = [m for m in _class_statements(node.body) if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        defs = [m for m in class_statements(node.body) if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
         sigs = {m.name: of(m.args) for m in defs}
-        supers = {m.name: _super_calls(m) for m in defs}
+        supers = {m.name: super_calls(m) for m in defs}
         attributes = frozenset(_class_level_names(node.body))
         self.scan.classes.append(
             TreeClass(
@@ -181,7 +181,7 @@ class _Walker:
                 sigs,
                 supers,
                 attributes,
-                frozenset(name for m in defs for name in _self_assigned(m)),
+                frozenset(name for m in defs for name in self_assigned(m)),
             )
         )
         scope = Scope(parent, "class")
@@ -300,7 +300,7 @@ def _calls(node: ast.AST) -> Iterator[ast.Call]:
                         yield inner
 
 
-def _super_calls(method: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[tuple[int, Call], ...]:
+def super_calls(method: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[tuple[int, Call], ...]:
     """``super().<method's name>(...)`` calls in the method's own body (nested defs' included: a closure's too)."""
     out = []
     for node in ast.walk(method):
@@ -318,19 +318,20 @@ def _super_calls(method: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[tuple[
 
 
 def _class_level_names(body: Sequence[ast.stmt]) -> Iterator[str]:
-    for stmt in _class_statements(body):
+    for stmt in class_statements(body):
         targets = (
             stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
         )
         yield from (t.id for t in targets if isinstance(t, ast.Name))
 
 
-def _self_assigned(method: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[str]:
-    """``<first parameter>.<name> = ...`` (plain, annotated or augmented) anywhere in the method's body."""
+def self_assigned(method: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """``<first parameter>.<name> = ...`` (plain, annotated, augmented, in a tuple) anywhere in the method's
+    body; ``self.x[i] = ...`` and ``self.x.y = ...`` set nothing named ``x``."""
     params = [*method.args.posonlyargs, *method.args.args]
     if not params:
-        return
-    receiver = params[0].arg
+        return set()
+    receiver, out = params[0].arg, set()
     for node in ast.walk(method):
         if isinstance(node, ast.Assign):
             targets: list[ast.expr] = list(node.targets)
@@ -341,21 +342,22 @@ def _self_assigned(method: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[s
         for target in targets:
             for part in ast.walk(target) if isinstance(target, (ast.Tuple, ast.List)) else [target]:
                 if isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name) and part.value.id == receiver:
-                    yield part.attr
+                    out.add(part.attr)
+    return out
 
 
 def _is_monkeypatch(node: ast.AST) -> bool:
     return isinstance(node, ast.Name) and node.id in ("monkeypatch", "mp")
 
 
-def _class_statements(body: Sequence[ast.stmt]) -> Iterator[ast.stmt]:
+def class_statements(body: Sequence[ast.stmt]) -> Iterator[ast.stmt]:
     """A class body's own statements, those under ``if``/``try`` included."""
     for stmt in body:
         yield stmt
         if isinstance(stmt, (ast.If, ast.Try)):
             for block in ("body", "orelse", "finalbody", "handlers"):
                 for inner in getattr(stmt, block, []):
-                    yield from _class_statements(getattr(inner, "body", [inner]) if block == "handlers" else [inner])
+                    yield from class_statements(getattr(inner, "body", [inner]) if block == "handlers" else [inner])
 
 
 def scan(tree: ast.Module, path: str, text: str | None = None) -> FileScan:

@@ -215,8 +215,13 @@ def judge(
     # An import: what the tree does with the name decides.
     if refused_calls:
         return _given("call-refused", refused_calls[0])
-    subclassed = subclasses and old is not None and new is not None and old.kind == new.kind == "class"
-    if subclassed and (found := _under_subclass(subclasses, old, new, a, b)) is not None:  # type: ignore[arg-type]
+    if (
+        subclasses
+        and old is not None
+        and new is not None
+        and old.kind == new.kind == "class"
+        and (found := _under_subclass(subclasses, old, new, a, b)) is not None
+    ):
         return found
     if status == changes.MOVED:
         return _given("moved-reexported")

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from generator.judge import provenance
 
 
-def _function(text: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+def function_of(text: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The one function ``text`` holds, or None when it is not one parsing function."""
     first = next((line for line in text.splitlines() if line.strip()), "")
     indented = first[:1] in (" ", "\t")
@@ -43,11 +43,11 @@ def _function(text: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
 
 def _keys(text: str) -> tuple[int, ...] | None:
     """The statement keys of the one function ``text`` holds, or None when it is not one parsing function."""
-    func = _function(text)
+    func = function_of(text)
     return None if func is None else provenance.reduce(func).keys  # type: ignore[arg-type]
 
 
-def _unbound(func: ast.AST) -> set[str]:
+def unbound(func: ast.AST) -> set[str]:
     """The names a function reads that nothing in it binds: globals, builtins, closures, and its mistakes.
 
     Any binding anywhere in the function counts (a comprehension's variable too): a looser reading,
@@ -122,9 +122,9 @@ def problems(base: str, ours: str, theirs: str, result: str) -> str:
         diff = _changes(want, r)
         first = diff[0][0] + 1 if diff else 0
         return f"the merged copy is not base with both sides' changes (first difference at statement {first})"
-    mine, upstream, merged = (_function(text) for text in (ours, theirs, result))
+    mine, upstream, merged = (function_of(text) for text in (ours, theirs, result))
     if mine is not None and upstream is not None and merged is not None:
-        new = _unbound(merged) - _unbound(mine) - _unbound(upstream)
+        new = unbound(merged) - unbound(mine) - unbound(upstream)
         if new:
             return f"the merged copy reads {', '.join(sorted(new))} which nothing in it binds (one side removed it)"
     return ""

@@ -20,8 +20,8 @@ import builtins
 import copy
 from collections.abc import Iterator
 
-from generator.judge.couplings.inherited import self_assigned
-from generator.judge.resync.check import _function, _unbound
+from generator.judge.couplings.sites import self_assigned, super_calls
+from generator.judge.resync.check import function_of, unbound
 
 _MODULE_NAMES = frozenset(dir(builtins)) | {"__name__", "__file__", "__doc__", "__spec__", "__package__", "__path__"}
 Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -37,14 +37,14 @@ def problem(
     b_class: str = "",
 ) -> str:
     """Empty when the merged copy reads nothing new that the tree lacks; else the one-line reason."""
-    mine, result = _function(ours), _function(merged)
+    mine, result = function_of(ours), function_of(merged)
     if mine is None or result is None:
         return ""
     lazy = any(
         isinstance(s, ast.ImportFrom) and s.module == "__future__" and any(a.name == "annotations" for a in s.names)
         for s in module.body
     )
-    new_names = _unbound(_reads(result, lazy)) - _unbound(_reads(mine, lazy))
+    new_names = unbound(_reads(result, lazy)) - unbound(_reads(mine, lazy))
     bound = _top_level(module)
     if bound is None and new_names:
         names = ", ".join(sorted(new_names))
@@ -55,15 +55,11 @@ def problem(
             f"B's function reads {', '.join(missing)}, which the tree's file does not bind (an import B's module has)"
         )
     owner = _owner(module, copy_node)
-    if owner is None:
-        return ""
     new_attributes = _self_reads(result) - _self_reads(mine)
-    if not new_attributes:
+    if owner is None or b_members is None or not new_attributes:
         return ""
     classes = list(_family(module, owner))
     provided = {n for c in classes for n in _bound_in(c.body)} | {n for c in classes for n in _assigned(c)}
-    if b_members is None:
-        return ""
     # Only what B's class is known to give is looked for: an attribute nothing in B's class sets is
     # upstream's own contract with its callers, as much the copy's as B's.
     if _derives(module, classes, b_class):  # B's class-level names are inherited; its __init__ runs if not replaced
@@ -207,13 +203,5 @@ def _runs_base_init(classes: list[ast.ClassDef]) -> bool:
     for cls in classes:
         init = next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
         if init is not None:
-            return any(
-                isinstance(n, ast.Call)
-                and isinstance(n.func, ast.Attribute)
-                and n.func.attr == "__init__"
-                and isinstance(n.func.value, ast.Call)
-                and isinstance(n.func.value.func, ast.Name)
-                and n.func.value.func.id == "super"
-                for n in ast.walk(init)
-            )
+            return bool(super_calls(init))
     return True
