@@ -35,7 +35,7 @@ import sys
 import tarfile
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -207,28 +207,41 @@ def stamp_text(vllm: str, tree: Path) -> str:
 
 def ensure_venv(venv: Path, vllm: str, tree: Path, log: Path) -> None:
     """``venv`` with vLLM ``vllm`` and what the tests need; a stamp keyed by the pin skips it on reruns."""
+    stamped_venv(
+        venv, vllm, log, ".downstream", stamp_text(vllm, tree), lambda python: install_test_needs(python, tree, log)
+    )
+
+
+def stamped_venv(venv: Path, vllm: str, log: Path, kind: str, stamp: str, then: Callable[[Path], None]) -> None:
+    """``venv`` with vLLM ``vllm`` on the CPU build of torch, then ``then(its python)``; the file ``KIND-VLLM``
+    holding ``stamp`` skips both on reruns (a plugin's own venv says what it installs in ``stamp``)."""
     python = venv / "bin" / "python"
-    stamp = venv / f".downstream-{vllm}"
-    if python.is_file() and stamp.is_file() and stamp.read_text("utf-8") == stamp_text(vllm, tree):
-        say(f"{venv.name}: vLLM {vllm} already installed (stamp {stamp.name})")
+    marker = venv / f"{kind}-{vllm}"
+    if python.is_file() and marker.is_file() and marker.read_text("utf-8") == stamp:
+        say(f"{venv.name}: vLLM {vllm} already installed (stamp {marker.name})")
     else:
-        for old in venv.glob(".downstream-*"):
+        for old in venv.glob(f"{kind}-*"):
             old.unlink()
         started = time.monotonic()
         say(f"{venv.name}: installing vLLM {vllm} on the CPU build of torch (log: {log})")
         must([*NICE, str(REPO_ROOT / ".ci" / "install-vllm"), str(venv), vllm], log, ".ci/install-vllm")
-        install_test_needs(python, tree, log)
-        stamp.write_text(stamp_text(vllm, tree), encoding="utf-8")
+        then(python)
+        marker.write_text(stamp, encoding="utf-8")
         say(f"{venv.name}: installed in {time.monotonic() - started:.0f} s")
     install_site_files(python)
 
 
-def install_test_needs(python: Path, tree: Path, log: Path) -> None:
+def with_torchvision(python: Path, log: Path) -> dict[str, str]:
+    """The torchvision build for the venv's torch, installed; then what the venv holds."""
     torch = installed_versions(python).get("torch")
     if torch is None:
         raise HarnessError(f"no torch in {python.parent.parent} after .ci/install-vllm")
     must([*NICE, str(python), *PIP, "--no-deps", torchvision_for(torch)], log, "installing torchvision")
-    installed = installed_versions(python)
+    return installed_versions(python)
+
+
+def install_test_needs(python: Path, tree: Path, log: Path) -> None:
+    installed = with_torchvision(python, log)
     wanted, notes = their_requirements(tree, installed)
     for note in notes:
         say(note)

@@ -32,7 +32,6 @@ import json
 import re
 import shlex
 import sys
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +41,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from balance_dev import downstream, plugin_trees
-from balance_dev.downstream import NICE, PIP, REPO_ROOT, HarnessError, installed_versions, must, say
+from balance_dev.downstream import NICE, PIP, HarnessError, must, say
 from balance_dev.suite import run, venvs
 from generator.sources import index
 
@@ -240,21 +239,9 @@ def spyre_stamp(vllm: str, tree: Path) -> str:
 
 def spyre_venv(venv: Path, vllm: str, tree: Path, log: Path) -> None:
     """``venv`` with vLLM ``vllm`` and their dependencies; a stamp keyed by both skips it on reruns."""
-    python = venv / "bin" / "python"
-    stamp = venv / f".spyre-{vllm}"
-    if python.is_file() and stamp.is_file() and stamp.read_text("utf-8") == spyre_stamp(vllm, tree):
-        say(f"{venv.name}: vLLM {vllm} already installed (stamp {stamp.name})")
-    else:
-        for old in venv.glob(".spyre-*"):
-            old.unlink()
-        started = time.monotonic()
-        say(f"{venv.name}: installing vLLM {vllm} on the CPU build of torch (log: {log})")
-        must([*NICE, str(REPO_ROOT / ".ci" / "install-vllm"), str(venv), vllm], log, ".ci/install-vllm")
-        torch = installed_versions(python).get("torch")
-        if torch is None:
-            raise HarnessError(f"no torch in {venv} after .ci/install-vllm")
-        must([*NICE, str(python), *PIP, "--no-deps", downstream.torchvision_for(torch)], log, "installing torchvision")
-        installed = installed_versions(python)
+
+    def their_dependencies(python: Path) -> None:
+        installed = downstream.with_torchvision(python, log)
         deps = requirements(tree, "project", "dependencies")
         packages, notes = wanted(deps, SPYRE_NOT_INSTALLED, installed, SPYRE_NO_EXTRAS)
         for note in notes:
@@ -263,9 +250,8 @@ def spyre_venv(venv: Path, vllm: str, tree: Path, log: Path) -> None:
         constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(installed.items())), encoding="utf-8")
         say(f"{venv.name}: installing {', '.join(packages)}")
         must([*NICE, str(python), *PIP, "-c", str(constraints), *packages], log, "installing their dependencies")
-        stamp.write_text(spyre_stamp(vllm, tree), encoding="utf-8")
-        say(f"{venv.name}: installed in {time.monotonic() - started:.0f} s")
-    downstream.install_site_files(python)
+
+    downstream.stamped_venv(venv, vllm, log, ".spyre", spyre_stamp(vllm, tree), their_dependencies)
 
 
 def spyre_dev(tree: Path) -> list[str]:
