@@ -1,9 +1,11 @@
 """A merged copy must fit where it lives: ``adapt`` on copies whose three-way merge is clean but whose result
 would raise in the tree's file or class (a name B's module imports, an attribute B's ``__init__`` sets).
 
-Release B adds ``conf: Conf`` to ``build``'s parameters (``Conf`` imported in B's module) and a
-``self.scale`` that ``Layer.__init__`` sets and ``forward`` reads. The tree copies both with edits of its
-own. Python itself says which naive merges raise: this file writes them out and runs them against B.
+Release B adds ``conf: Conf`` to ``build``'s parameters (``Conf`` imported, relatively, in B's module) and a
+call of ``_clamp``, a helper B's module defines; ``pick`` reads ``Fast``, which B's module binds in a
+``try`` or else to None; and a ``self.scale`` that ``Layer.__init__`` sets and ``forward`` reads. The tree
+copies them with edits of its own. Python itself says which naive merges raise, and that what ``adapt``
+writes runs as B's functions do: this file writes them out and runs them against B.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from generator.cli import main
+from generator.tree.adapt import imports
 from tests.generator.adapt_trees import RELEASE_B, publish_releases, write_files
 
 LAYER_A = """\
@@ -39,9 +42,23 @@ def build(n):
         double = 50
     rest = double - 1
     return rest
+
+
+def pick(n):
+    first = n + 1
+    second = first * 2
+    if second > 70:
+        second = 70
+    third = second - 3
+    return third
 """
 LAYER_B = """\
-from vllm.models.conf import Conf
+from .conf import Conf
+
+try:
+    from vllm.models.fast import Fast
+except ImportError:
+    Fast = None
 
 
 class Layer:
@@ -58,13 +75,26 @@ class Layer:
         return w
 
 
+def _clamp(value):
+    return min(value, 40)
+
+
 def build(n, conf: Conf = None):
     total = n + 1
     double = total * 2
     if double > 50:
         double = 50
-    rest = double - 1
+    rest = _clamp(double) - 1
     return rest
+
+
+def pick(n):
+    first = n + 1
+    second = first * 2 if Fast is None else Fast(first)
+    if second > 70:
+        second = 70
+    third = second - 3
+    return third
 """
 TREE = """\
 from vllm.models.layer import Layer
@@ -123,6 +153,15 @@ class SafeLayer(Layer):
             z = 100
         w = z - 1
         return w + 0  # plugin
+
+
+def pick(n):
+    first = n + 1
+    second = first * 2
+    if second > 70:
+        second = 70
+    third = second - 3
+    return third + 0  # plugin
 """
 RELEASE_A_MORE = {"vllm/models/__init__.py": "", "vllm/models/layer.py": LAYER_A}
 RELEASE_B_MORE = {
@@ -144,8 +183,13 @@ def _python_at_b(tmp: Path, code: str) -> str:
 
 def test_naive_merges_raise_where_the_copy_lives(tmp_path: Path) -> None:
     """The premise, from Python: B's changes taken into these copies raise in the tree, except SafeLayer's."""
-    build_naive = TREE.split("\n\n\nclass NpuLayer")[0].replace("def build(n):", "def build(n, conf: Conf = None):")
+    head = TREE.split("\n\n\nclass NpuLayer")[0]
+    build_naive = head.replace("def build(n):", "def build(n, conf: Conf = None):")
     assert _python_at_b(tmp_path, build_naive) == "NameError"
+    calls_clamp = head.replace("    rest = double - 1\n", "    rest = _clamp(double) - 1\n") + "\nbuild(1)\n"
+    assert _python_at_b(tmp_path, calls_clamp) == "NameError"
+    pick_naive = TREE.replace("    second = first * 2\n", "    second = first * 2 if Fast is None else Fast(first)\n")
+    assert _python_at_b(tmp_path, pick_naive + "\npick(1)\n") == "NameError"
     forward_b = "        w = z - self.scale\n"
     naive = TREE.replace("        w = z - 1\n", forward_b)
     assert _python_at_b(tmp_path, naive + "\nNpuLayer().forward(1)\n") == "AttributeError"
@@ -153,7 +197,7 @@ def test_naive_merges_raise_where_the_copy_lives(tmp_path: Path) -> None:
     assert _python_at_b(tmp_path, naive + "\nSafeLayer().forward(1)\n") == ""
 
 
-def test_adapt_leaves_a_merge_that_would_raise_in_the_tree_as_a_conflict(
+def test_adapt_imports_what_b_module_binds_once_and_leaves_the_rest_as_conflicts(
     tmp_path: Path, local_index: dict[str, bytes]
 ) -> None:
     publish_releases(local_index, a=RELEASE_A_MORE, b=RELEASE_B_MORE)
@@ -161,21 +205,44 @@ def test_adapt_leaves_a_merge_that_would_raise_in_the_tree_as_a_conflict(
     result = CliRunner().invoke(main, ["--root", str(root), "adapt", "--from", "v1.0.0", "--to", "v1.1.0"])
     assert result.exit_code == 1, result.stderr
     out = result.stdout
-    assert "left conflict pkg/layers.py:4 vllm.models.layer.build: merge refused where the copy lives: " in out
-    assert "B's function reads Conf, which the tree's file does not bind" in out
+    assert "re-synced pkg/layers.py:4 vllm.models.layer.build" in out
+    assert "    added `from vllm.models.conf import Conf`: v1.1.0's function reads it" in out
+    assert "    added `from vllm.models.layer import _clamp`: v1.1.0's function reads it" in out
     assert "left conflict pkg/layers.py:17 vllm.models.layer.Layer.forward" in out
     assert "reads self.scale, which the tree's class NpuLayer does not set (B's __init__ sets it" in out
     assert "left conflict pkg/layers.py:36 vllm.models.layer.Layer.forward" in out
     assert "the tree's class CopiedLayer does not set (B's class sets it and CopiedLayer does not derive" in out
     assert "re-synced pkg/layers.py:50 vllm.models.layer.Layer.forward" in out
+    assert "left conflict pkg/layers.py:59 vllm.models.layer.pick: merge refused where the copy lives: " in out
+    assert "B's function reads Fast, which the tree's file does not bind (and B's module does not bind once" in out
     text = (root / "pkg/layers.py").read_text()
-    # SafeLayer runs B's __init__: its copy takes B's change; the two others stay byte for byte
-    head, safe = TREE.split("class SafeLayer")
-    assert text == head + "class SafeLayer" + safe.replace("        w = z - 1\n", "        w = z - self.scale\n")
-    assert (
-        _python_at_b(
-            tmp_path,
-            text.replace("from vllm.models.layer", "from vllm.models.layer") + "\nSafeLayer().forward(1); build(1)\n",
+    # build takes B's signature and call with the imports they need; SafeLayer runs B's __init__, so its copy
+    # takes B's change; NpuLayer's, CopiedLayer's and pick stay byte for byte
+    expected = (
+        TREE.replace(
+            "from vllm.models.layer import Layer\n",
+            "from vllm.models.layer import Layer\n"
+            "from vllm.models.conf import Conf\n"
+            "from vllm.models.layer import _clamp\n",
         )
-        == ""
+        .replace("def build(n):", "def build(n, conf: Conf = None):")
+        .replace("    rest = double - 1\n", "    rest = _clamp(double) - 1\n")
     )
+    head, safe = expected.split("class SafeLayer")
+    assert text == head + "class SafeLayer" + safe.replace("        w = z - 1\n", "        w = z - self.scale\n", 1)
+    # what adapt wrote runs at B, and its functions answer as B's do plus the tree's own `+ 0`
+    check = "import vllm.models.layer as b\nassert SafeLayer().forward(1) == b.Layer().forward(2) + 0\n"
+    check += "assert build(30) == b.build(30) + 0 == 39\n"
+    assert _python_at_b(tmp_path, text + "\n" + check) == ""
+
+
+def test_imports_go_below_the_docstring_and_future_imports_when_no_import_precedes_the_copy() -> None:
+    text = '"""Doc."""\n\nfrom __future__ import annotations\n\nX = 1\n\n\ndef f():\n    return g()\n\n\nimport os\n'
+    out = imports.insert(text, ["from vllm.models.layer import g"], before=8)
+    assert out.splitlines()[:4] == [
+        '"""Doc."""',
+        "",
+        "from __future__ import annotations",
+        "from vllm.models.layer import g",
+    ]
+    assert compile(out, "f.py", "exec")  # a __future__ import must stay first: Python says so

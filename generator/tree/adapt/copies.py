@@ -8,11 +8,12 @@ stays byte for byte as it was.
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from generator.judge.resync import Conflict, Merged, Result, resync
-from generator.tree.adapt import fits
+from generator.judge.resync.check import function_of
+from generator.tree.adapt import fits, imports
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,8 @@ class CopyJob:
     members: frozenset[str] | None = None
     assigned: frozenset[str] = frozenset()
     owner: str = ""  # B's class's own name: does the tree's class derive from it, or copy it
+    # what B's module binds once at its top, as the import statement binding it elsewhere (imports.providers)
+    importable: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class CopyOutcome:
     line: int
     upstream: str
     result: Result
+    imports: tuple[str, ...] = ()  # the statements added to the file for this copy (what B's function reads)
 
 
 def _functions(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -55,7 +59,11 @@ def function_text(lines: Sequence[str], node: ast.AST) -> str:
 
 
 def resync_file(text: str, jobs: Sequence[CopyJob]) -> tuple[str, list[CopyOutcome]]:
-    """``text`` with every copy that merged replaced; one outcome per job, in the jobs' order."""
+    """``text`` with every copy that merged replaced; one outcome per job, in the jobs' order.
+
+    A merged copy that reads a global the file does not bind, which B's module binds once at its top, is
+    written with an import of it (``imports``) after the file's imports above the first copy written.
+    """
     lines = text.splitlines(keepends=True)
     tree = ast.parse(text)
     by_line: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = {}
@@ -64,6 +72,7 @@ def resync_file(text: str, jobs: Sequence[CopyJob]) -> tuple[str, list[CopyOutco
         by_line.setdefault(function_span(func)[0], func)
     outcomes: list[CopyOutcome] = []
     replaced: list[tuple[int, int, str]] = []
+    added: set[str] = set()
     for job in jobs:
         found = by_line.get(job.line)
         if found is None:
@@ -72,14 +81,39 @@ def resync_file(text: str, jobs: Sequence[CopyJob]) -> tuple[str, list[CopyOutco
         func = found
         ours = function_text(lines, func)
         result = resync(job.base, ours, job.theirs)
-        if isinstance(result, Merged) and (
-            why := fits.problem(tree, func, ours, result.text, job.members, job.assigned, job.owner)
-        ):
-            result = Conflict(f"merge refused where the copy lives: {why}")
-        outcomes.append(CopyOutcome(job.line, job.upstream, result))
+        needed: list[str] = []
+        if isinstance(result, Merged):
+            needed = _imports_for(tree, ours, result.text, job.importable)
+            why = fits.problem(tree, func, ours, result.text, job.members, job.assigned, job.owner, job.importable)
+            if why:
+                result, needed = Conflict(f"merge refused where the copy lives: {why}"), []
+        outcomes.append(CopyOutcome(job.line, job.upstream, result, tuple(needed)))
         if isinstance(result, Merged):
             replaced.append((*function_span(func), result.text))
+            added.update(needed)
     # Bottom up, so each span's line numbers still hold when it is replaced.
     for first, last, new in sorted(replaced, reverse=True):
         lines[first - 1 : last] = new.splitlines(keepends=True)
-    return "".join(lines), outcomes
+    out = "".join(lines)
+    if added:  # above every copy replaced, so their lines did not move it
+        out = imports.insert(out, sorted(added), _top_statement_line(tree, min(first for first, _, _ in replaced)))
+    return out, outcomes
+
+
+def _imports_for(module: ast.Module, ours: str, merged: str, importable: Mapping[str, str]) -> list[str]:
+    """The import statements that bind what the merged copy newly reads and the file lacks, where B's module
+    provides every such name; [] otherwise (then ``fits`` names what is missing)."""
+    mine, result = function_of(ours), function_of(merged)
+    if mine is None or result is None:
+        return []
+    names = fits.new_globals(module, mine, result)
+    return (imports.wanted(names, importable) or []) if names else []
+
+
+def _top_statement_line(module: ast.Module, line: int) -> int:
+    """The first line (decorators included) of the module's top-level statement holding ``line``."""
+    for stmt in module.body:
+        first, last = function_span(stmt)
+        if first <= line <= last:
+            return first
+    return line

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 from generator.judge.couplings.sites import self_assigned, super_calls
 from generator.judge.resync.check import function_of, unbound
@@ -35,24 +35,24 @@ def problem(
     b_members: frozenset[str] | None,
     b_assigned: frozenset[str],
     b_class: str = "",
+    importable: Collection[str] = (),
 ) -> str:
-    """Empty when the merged copy reads nothing new that the tree lacks; else the one-line reason."""
+    """Empty when the merged copy reads nothing new that the tree lacks; else the one-line reason.
+
+    ``importable``: the names an import added to the tree's file will bind (``imports``), counted as bound.
+    """
     mine, result = function_of(ours), function_of(merged)
     if mine is None or result is None:
         return ""
-    lazy = any(
-        isinstance(s, ast.ImportFrom) and s.module == "__future__" and any(a.name == "annotations" for a in s.names)
-        for s in module.body
-    )
-    new_names = unbound(_reads(result, lazy)) - unbound(_reads(mine, lazy))
-    bound = _top_level(module)
-    if bound is None and new_names:
-        names = ", ".join(sorted(new_names))
+    new_names = new_globals(module, mine, result)
+    if new_names is None:
+        names = ", ".join(sorted(unbound(result) - unbound(mine)))
         return f"B's function reads {names}; the tree's file has a star import, which hides what it binds"
-    missing = sorted(new_names - (bound or set()) - _MODULE_NAMES)
+    missing = sorted(new_names - set(importable))
     if missing:
         return (
-            f"B's function reads {', '.join(missing)}, which the tree's file does not bind (an import B's module has)"
+            f"B's function reads {', '.join(missing)}, which the tree's file does not bind "
+            "(and B's module does not bind once, at its top, for an import to bring in)"
         )
     owner = _owner(module, copy_node)
     new_attributes = _self_reads(result) - _self_reads(mine)
@@ -72,6 +72,20 @@ def problem(
     if missing:
         return f"B's function reads self.{missing[0]}, which the tree's class {owner.name} does not set ({how})"
     return ""
+
+
+def new_globals(module: ast.Module, mine: Function, result: Function) -> set[str] | None:
+    """The global names the merged function reads that the copy did not and the tree's file does not bind
+    (builtins aside); None when the file has a star import (what it binds is not written) and there are any."""
+    lazy = any(
+        isinstance(s, ast.ImportFrom) and s.module == "__future__" and any(a.name == "annotations" for a in s.names)
+        for s in module.body
+    )
+    new_names = unbound(_reads(result, lazy)) - unbound(_reads(mine, lazy))
+    bound = _top_level(module)
+    if bound is None:
+        return None if new_names else set()
+    return new_names - bound - _MODULE_NAMES
 
 
 def _derives(module: ast.Module, classes: list[ast.ClassDef], name: str) -> bool:

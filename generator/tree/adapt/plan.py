@@ -21,7 +21,7 @@ from generator.judge.couplings.impact import Coupling, Impact
 from generator.judge.couplings.upstream import Definition, Resolver
 from generator.judge.resync import Conflict, Merged, Redundant
 from generator.sources.package import Package
-from generator.tree.adapt import names
+from generator.tree.adapt import imports, names
 from generator.tree.adapt.copies import CopyJob, CopyOutcome, function_text, resync_file
 
 PARTS = ("names", "copies")
@@ -186,7 +186,8 @@ def _copy(
         plan.left.append(Leftover(c.site, "conflict", c.upstream, "upstream's function cannot be read at A or B"))
         return
     members, assigned, owner = _class_of(b_resolver, change.new)
-    jobs.setdefault(c.path, []).append(CopyJob(c.line, c.upstream, base, theirs, members, assigned, owner))
+    importable = imports.providers(b_resolver, change.new.module) if change.new is not None else {}
+    jobs.setdefault(c.path, []).append(CopyJob(c.line, c.upstream, base, theirs, members, assigned, owner, importable))
 
 
 def _class_of(resolver: Resolver, method: Definition | None) -> tuple[frozenset[str] | None, frozenset[str], str]:

@@ -29,6 +29,7 @@ def lines(plan: Plan, *, written: bool) -> list[str]:
         out.append(f"  renamed {path}:{rewrite.line} {rewrite.kind} {rewrite.old} -> {rewrite.new}")
     for path, outcome in sorted(plan.merged, key=lambda m: (m[0], m[1].line)):
         out.append(f"  re-synced {path}:{outcome.line} {outcome.upstream} (now {plan.new}'s with the tree's edits)")
+        out += [f"    added `{statement}`: {plan.new}'s function reads it" for statement in outcome.imports]
     for left in _by_site(plan.left):
         verdict = f" (impact: {left.verdict})" if left.verdict else ""
         out.append(f"  left {left.kind} {left.site} {left.upstream}: {left.why}{verdict}".rstrip())
@@ -78,7 +79,7 @@ def to_json(plan: Plan, diff: str) -> dict[str, Any]:
             for path, r in sorted(plan.renamed, key=lambda r: (r[0], r[1].line, r[1].old))
         ],
         "merged": [
-            {"site": f"{path}:{o.line}", "upstream": o.upstream}
+            {"site": f"{path}:{o.line}", "upstream": o.upstream, "imports": list(o.imports)}
             for path, o in sorted(plan.merged, key=lambda m: (m[0], m[1].line))
         ],
         "left": [
