@@ -2,14 +2,15 @@
 
 ``resync`` is a pure function (three texts in, a result out): the merge (``merge``) proposes a
 text, and the independent check (``check``) must find in it every one of B's changes and every one
-of the copy's own edits, or the result is a conflict. A copy is written only from ``Merged``.
+of the copy's own edits, or the result is a conflict. A copy is written only from ``Merged``. A
+docstring both sides changed is the copy's (``docstrings``): B's rewording is not one of its changes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from generator.judge.resync import check
+from generator.judge.resync import check, docstrings
 from generator.judge.resync.merge import MergeConflict, Unmergeable, merge_function, parse_function
 
 
@@ -51,6 +52,12 @@ def resync(base: str, ours: str, theirs: str) -> Result:
         return Redundant()
     if keys[0] == keys[2]:
         return Unchanged()
+    if (carried := docstrings.carried(base, ours, theirs)) != (base, theirs):
+        try:
+            sides = (parse_function(carried[0]), sides[1], parse_function(carried[1]))
+            base, theirs = carried
+        except Unmergeable:
+            pass  # the texts as they are: the docstrings then meet as any statement would
     try:
         text = merge_function(*sides)
     except MergeConflict as exc:
