@@ -69,6 +69,7 @@ class Coupling:
     signature_changed: bool = False
     rule: str = ""  # impact's rule (``call-refused``: B refuses a call the tree makes of it)
     at_to: tuple[str, int, int] | None = None  # B's definition: path, first, last line
+    at_line: int = 0  # the line of the site's file impact's rule points at, when not the site's (a refused call)
 
     @property
     def path(self) -> str:
@@ -123,6 +124,7 @@ def couplings_of(
                 signature_changed="signature" in (symbol.get("parts") or ()),
                 rule=str(raw.get("rule") or ""),
                 at_to=(str(to["path"]), int(lines[0]), int(lines[1])) if to.get("path") and lines else None,
+                at_line=int(str(raw.get("at_line") or 0)),
             )
         )
     return out

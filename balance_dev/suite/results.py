@@ -13,11 +13,21 @@ CLASSES = ("breaks", "review", "info", "unjudged", "nothing")
 
 
 def executed(couplings: Iterable[Coupling], lines: Mapping[str, set[int]]) -> list[Coupling]:
-    """The couplings whose site line the run executed."""
+    """The couplings whose code the run executed: the line impact's rule points at when it is not the site (a
+    refused call: the import at the site runs whether or not the call does); for an override or a copy, a line
+    of its body (its ``def`` runs when its class or module is made, called or not); else the site's line."""
     out = []
     for coupling in couplings:
         path, _, line = coupling.site.rpartition(":")
-        if int(line) in lines.get(path, set()):
+        ran = lines.get(path, set())
+        body = coupling.scope.body if coupling.kind in ("override", "copy") else None
+        if coupling.at_line:
+            hit = coupling.at_line in ran
+        elif body is not None:
+            hit = any(body[0] <= n <= body[1] for n in ran)
+        else:
+            hit = int(line) in ran
+        if hit:
             out.append(coupling)
     return out
 

@@ -20,6 +20,7 @@ class Scope:
     path: str
     spans: tuple[tuple[int, int], ...]  # inclusive line ranges
     qualname: str = ""  # the tree's function at the site (Class.method), for a copy or an override
+    body: tuple[int, int] | None = None  # that function's body: what runs when it is called, not when defined
 
     def holds(self, path: str, line: int) -> bool:
         return path == self.path and any(first <= line <= last for first, last in self.spans)
@@ -90,7 +91,7 @@ def scope_of(root: Path, kind: str, site: str) -> Scope:
         for qualname, func in _functions_at(root / path):
             first, last = _span(func)
             if first <= line <= func.body[0].lineno - 1 or line == func.lineno:
-                return Scope(path, ((first, last),), qualname)
+                return Scope(path, ((first, last),), qualname, (func.body[0].lineno, last))
         return Scope(path, ((line, line),))
     statement = _statement_at(root / path, line)
     if statement is None:

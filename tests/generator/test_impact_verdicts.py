@@ -559,6 +559,20 @@ def test_each_rule_gives_the_verdict_the_planted_change_calls_for(report_json: d
     }
 
 
+def test_a_refused_call_and_a_super_call_carry_the_line_of_the_call(report_json: dict[str, Any]) -> None:
+    """``at_line`` is where the refused call is in the file (this file's text, read here), not the import."""
+    tree = Path(report_json["tree"])
+    for c in report_json["couplings"]:
+        if c["rule"] not in ("call-refused", "super-call"):
+            assert "at_line" not in c, c
+            continue
+        path = c["site"].rpartition(":")[0]
+        lines = (tree / path).read_text().splitlines()
+        name = c["upstream"].rpartition(".")[2] if c["rule"] == "call-refused" else "super()."
+        assert name in lines[c["at_line"] - 1] and c["at_line"] != int(c["site"].rpartition(":")[2]), c
+        assert f"line {c['at_line']}" in c["why"], c
+
+
 # Python's own word on the classes of pkg/sub*.py: each made as the plugin would (this file's literals), at
 # each release. A breaks rule must be exactly where Python refuses at B what it took at A.
 _MADE = {

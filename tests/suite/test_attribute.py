@@ -239,6 +239,24 @@ def test_executed_breaks_counted(runs: tuple[Path, outcomes.SuiteRun, outcomes.S
     assert doc["by_status"] == {"changed": 3, "removed": 1}  # test_value hit nothing
 
 
+def test_executed_is_the_call_impact_names_and_an_override_s_body(
+    runs: tuple[Path, outcomes.SuiteRun, outcomes.SuiteRun],
+) -> None:
+    """An import runs whether or not the refused call after it does; an override's ``def`` runs when its
+    class is made, called or not. plugin/caller.py calls helper at line 5; Sub.step's body is line 6."""
+    tree, _, _ = runs
+    raw = [
+        {**coupling("import", "plugin/caller.py:1", "vllm.c.helper", "changed", "breaks"), "at_line": 5},
+        {**coupling("override", "plugin/sub.py:5", "vllm.b.Base.step", "changed", "breaks")},
+    ]
+    site_scopes = {str(c["site"]): scopes.scope_of(tree, str(c["kind"]), str(c["site"])) for c in raw}
+    call, override = attribute.couplings_of({"symbols": SYMBOLS}, site_scopes, raw)
+    imported_and_defined = {"plugin/caller.py": {1, 4}, "plugin/sub.py": {1, 4, 5}}
+    assert results.executed([call, override], imported_and_defined) == []
+    called = {"plugin/caller.py": {1, 4, 5}, "plugin/sub.py": {1, 4, 5, 6}}
+    assert results.executed([call, override], called) == [call, override]
+
+
 # A class of the tree (plugin/spec.py) subclassing vLLM's Spec and overriding one of its methods; at B the
 # base gained a field the tree's caller passes, an abstract method, a property. Written by hand: the couplings
 # as impact lists them, the scopes as scopes.py reads them, and the hits each error must get.

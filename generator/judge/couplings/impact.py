@@ -57,6 +57,7 @@ class Coupling:
     verdict: str = ""  # breaks | review | info (verdicts.RULES)
     rule: str = ""  # the rule that gave the verdict
     reason: str = ""  # the rule's words for this coupling
+    at_line: int = 0  # the line of the site's file the rule points at when it is not the site's (a refused call)
     # An import statement of vLLM's: the module it imports, which must be a file of the release (no package's
     # ``__getattr__`` serves it); "" for any other coupling, and for an import through the tree's own modules.
     imports: str = ""
@@ -300,7 +301,7 @@ def with_verdicts(
     for c in couplings:
         if c.kind == "import" and not c.why:
             imported.setdefault(c.path, []).append(c.upstream)
-    refused: dict[tuple[str, str], list[str]] = {}
+    refused: dict[tuple[str, str], list[tuple[int, str]]] = {}
     for scan in tree.scans:
         names = sorted(set(imported.get(scan.path, [])), key=len, reverse=True)
         if not names:
@@ -313,7 +314,7 @@ def with_verdicts(
                 call = (site.call, site.line, ref.path)
                 why = memo.get("call", call, functools.partial(verdicts.refused_call, *call, a, b))
                 if why:
-                    refused.setdefault((scan.path, owner), []).append(why)
+                    refused.setdefault((scan.path, owner), []).append((site.line, why))
     out = []
     for c in couplings:
         symbol = symbols.get(c.upstream)
@@ -332,7 +333,7 @@ def with_verdicts(
             c.own,
         )
         found = memo.get("verdict", asked, functools.partial(_verdict, asked, change, a, b))
-        out.append(replace(c, verdict=found.verdict, rule=found.rule, reason=found.reason))
+        out.append(replace(c, verdict=found.verdict, rule=found.rule, reason=found.reason, at_line=found.line))
     return out
 
 

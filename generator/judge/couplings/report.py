@@ -184,6 +184,8 @@ def _coupling(c: Coupling) -> dict[str, Any]:
         out["touched"] = c.touched
     if c.overlap:
         out["overlap"] = list(c.overlap)
+    if c.at_line:
+        out["at_line"] = c.at_line
     return out
 
 

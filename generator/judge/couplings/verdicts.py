@@ -92,6 +92,7 @@ class Verdict:
     verdict: str
     rule: str
     reason: str  # the rule's words for this coupling
+    line: int = 0  # the line of the site's file the rule points at when it is not the site's (a refused call)
 
 
 @dataclass(frozen=True, order=True)
@@ -112,9 +113,9 @@ class Method:
     super_calls: tuple[tuple[int, signatures.Call], ...]
 
 
-def _given(rule: str, reason: str = "") -> Verdict:
+def _given(rule: str, reason: str = "", line: int = 0) -> Verdict:
     found = BY_NAME[rule]
-    return Verdict(found.verdict, rule, reason or found.when)
+    return Verdict(found.verdict, rule, reason or found.when, line)
 
 
 def signature_of(definition: Definition | None) -> Signature | None:
@@ -148,7 +149,7 @@ def judge(
     *,
     method: Method | None = None,
     subclasses: Sequence[Subclass] = (),
-    refused_calls: Sequence[str] = (),
+    refused_calls: Sequence[tuple[int, str]] = (),
     mocked: bool = False,
     imports: str = "",
     own_binding: bool = False,
@@ -195,7 +196,7 @@ def judge(
                 )
             for line, call in method.super_calls:
                 if (reason := signatures.newly_refused(call, old_sig, new_sig)) is not None:
-                    return _given("super-call", f"super() call at line {line}: {b.label}'s base {reason}")
+                    return _given("super-call", f"super() call at line {line}: {b.label}'s base {reason}", line)
         if status in (changes.CHANGED, changes.MOVED):
             return _given("patched-changed", "the overridden method changed")
         return _given("other")
@@ -214,7 +215,8 @@ def judge(
         return _given("other")
     # An import: what the tree does with the name decides.
     if refused_calls:
-        return _given("call-refused", refused_calls[0])
+        line, reason = refused_calls[0]
+        return _given("call-refused", reason, line)
     if (
         subclasses
         and old is not None
