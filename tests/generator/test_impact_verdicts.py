@@ -443,6 +443,13 @@ TREE = {
             with mock.patch("vllm.lib.added_required"), mock.patch("vllm.lib.gone"):
                 pass
     """,
+    "tests/test_sub.py": """
+        from pkg.sub import NpuWrapper
+        from vllm.shapes import Wrapper
+
+        def test_it():
+            assert issubclass(NpuWrapper, Wrapper)
+    """,
     "tests/test_binds.py": """
         from unittest import mock
 
@@ -467,6 +474,8 @@ EXPECTED = {
     ("import", "pkg/over.py", "vllm.base.Base"): ("review", "init-changed"),
     # What B's class does to the tree's class below it, which the tree never writes (test_inherited_truth).
     ("import", "pkg/sub.py", "vllm.shapes.Wrapper"): ("breaks", "abstract-added"),  # no apply_full
+    # The same class imported where no class is built on it: what breaks is NpuWrapper, judged in pkg/sub.py.
+    ("import", "tests/test_sub.py", "vllm.shapes.Wrapper"): ("info", "other"),
     ("import", "pkg/sub.py", "vllm.shapes.Speculator"): ("breaks", "property-assigned"),  # self.max_len = 5
     ("import", "pkg/sub.py", "vllm.shapes.State"): ("review", "init-changed"),  # a field without default
     ("import", "pkg/sub.py", "vllm.shapes.Checked"): ("review", "init-changed"),  # __init_subclass__ runs

@@ -296,7 +296,9 @@ def with_verdicts(
         for name, line in cls.methods.items()
         if name in cls.signatures
     }
-    subclasses = Lineage(tree.scans).subclasses()
+    lineage = Lineage(tree.scans)
+    subclasses, derived_in = lineage.subclasses(), lineage.derived_in()
+    module_of = {scan.path: scan.module for scan in tree.scans}
     imported: dict[str, list[str]] = {}  # a file's import couplings' names, longest first (a call goes to the longest)
     for c in couplings:
         if c.kind == "import" and not c.why:
@@ -326,7 +328,7 @@ def with_verdicts(
             c.upstream,
             change is None,
             methods.get((c.path, c.line)) if c.kind == "override" else None,
-            subclasses.get(c.upstream, ()) or subclasses.get(c.name, ()),
+            _below(c, subclasses, derived_in, module_of.get(c.path, "")),
             tuple(refused.get((c.path, c.upstream), [])) if c.kind == "import" else (),
             c.detail in ("mock.patch", "mock.patch.object"),
             c.imports,
@@ -335,6 +337,20 @@ def with_verdicts(
         found = memo.get("verdict", asked, functools.partial(_verdict, asked, change, a, b))
         out.append(replace(c, verdict=found.verdict, rule=found.rule, reason=found.reason, at_line=found.line))
     return out
+
+
+def _below(
+    c: Coupling,
+    subclasses: dict[str, tuple[verdicts.Subclass, ...]],
+    derived_in: dict[str, frozenset[str]],
+    module: str,
+) -> tuple[verdicts.Subclass, ...]:
+    """The tree's classes below the vLLM class an import brings in, when the importing file builds a class on it
+    (what its class statement derives from is what B's changes of the class reach); () for any other import."""
+    for name in (c.upstream, c.name):
+        if name and module in derived_in.get(name, ()):
+            return subclasses.get(name, ())
+    return ()
 
 
 def _verdict(asked: tuple[Any, ...], change: Change | None, a: Resolver, b: Resolver) -> verdicts.Verdict:

@@ -69,6 +69,20 @@ class Lineage:
         module, _, name = path.rpartition(".")
         return (module, name) in self.classes
 
+    def derived_in(self) -> dict[str, frozenset[str]]:
+        """Each vLLM class the tree's classes name as a base -> the tree's modules whose classes name it: the
+        files whose import of it builds a class (a file importing it for a test's isinstance does not)."""
+        out: dict[str, set[str]] = {}
+        for cls in self.classes.values():
+            for refs_of in cls.bases:
+                for ref in refs_of:
+                    if self._tree_class(ref.path):
+                        continue
+                    for target in follow(ref, self.exports, self.modules):
+                        if target.in_vllm:
+                            out.setdefault(target.path, set()).add(cls.module)
+        return {name: frozenset(found) for name, found in out.items()}
+
     def subclasses(self) -> dict[str, tuple[verdicts.Subclass, ...]]:
         """Each vLLM class the tree derives from -> the tree's leaf classes below it (what gets instantiated),
         each with the names it and the tree's classes between bind and the attributes they assign."""
