@@ -45,9 +45,13 @@ def _line(outcome: Outcome) -> dict[str, str]:
 
 
 def refused(coupling: Coupling, imports: set[tuple[str, int, str]]) -> bool:
-    """Python refused, at B, to import the name the coupling's import statement imports (peel.refused_imports):
-    at this statement, or at another that imports the same name first (peeled there, not asked again)."""
-    if coupling.kind != "import":  # an assignment to a gone name raises nothing: that is not Python's word
+    """Python refused, at B, to import the name the coupling reaches or a name it lies under
+    (peel.refused_imports): at the coupling's own statement, or at another that imports it first (peeled
+    there, not asked again). An import of it fails so; a patch or an override of a member of it can only be
+    reached by importing it (``mock.patch`` imports its target's module, an assignment and a class statement
+    need the object), so they fail with it. An assignment to a gone name in a module that imports raises
+    nothing: that is not Python's word, and is not counted."""
+    if coupling.kind not in ("import", "patch", "override"):
         return False
     return any(coupling.upstream == name or coupling.upstream.startswith(f"{name}.") for _, _, name in imports)
 

@@ -167,6 +167,15 @@ def test_peeling_runs_past_each_blocker_in_order(tmp_path: Path) -> None:
     )
     assert (both["breaks_executed_hit_by_a_failure"], both["breaks_executed_import_refused"]) == (1, 1)
     assert (both["breaks_executed_failing_at_to"], both["breaks_executed_failing_share"]) == (2, 1.0)
+    # a patch or an override of a member under a name Python refused is reached only through it; one of a
+    # name whose module imports at B (vllm.utils) is not Python's word
+    scope = scopes.Scope("plugin/x.py", ((1, 1),))
+    under = [
+        attribute.Coupling("patch", "plugin/x.py:1", "vllm.configs.v4.Config.size", "removed", "breaks", scope),
+        attribute.Coupling("override", "plugin/x.py:1", "vllm.utils.Base.forward", "removed", "breaks", scope),
+        attribute.Coupling("patch", "plugin/x.py:1", "vllm.utils.other_fn", "removed", "breaks", scope),
+    ]
+    assert [results.refused(c, refused) for c in under] == [True, True, False]
     doc = {"from": "vA", "to": "vB", "peeled": part, "failures": []}
     assert '   {"test": "tests/ut/sub/test_b.py::test_gone"' in results.dumps(doc)  # one failure a line
 
