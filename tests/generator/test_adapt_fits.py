@@ -246,3 +246,92 @@ def test_imports_go_below_the_docstring_and_future_imports_when_no_import_preced
         "from vllm.models.layer import g",
     ]
     assert compile(out, "f.py", "exec")  # a __future__ import must stay first: Python says so
+
+
+OPS_A = """\
+def twice(x):
+    return x * 2
+
+
+def scale(x):
+    return x * 2
+
+
+def grow(n):
+    a = n + 1
+    b = a * 2
+    if b > 9:
+        b = 9
+    c = scale(b)
+    return c
+
+
+def shrink(n):
+    a = n - 1
+    b = a // 2
+    if b < 0:
+        b = 0
+    c = b - 1
+    return c
+"""
+OPS_B = (
+    OPS_A.replace("def scale(x):\n    return x * 2\n", "def scale(x, factor=2):\n    return x * factor\n")
+    .replace("    c = scale(b)\n", "    c = scale(b, 3)\n")
+    .replace("    c = b - 1\n", "    c = twice(b) - 1\n")
+)
+# The tree's own twice and scale (A's signatures), and copies of grow and shrink with an edit each.
+OPS_TREE = """\
+def twice(x):
+    return x + x
+
+
+def scale(x):
+    return x * 2
+
+
+def grow(n):
+    a = n + 1
+    b = a * 2
+    if b > 9:
+        b = 9
+    c = scale(b)
+    return c + 0  # plugin
+
+
+def shrink(n):
+    a = n - 1
+    b = a // 2
+    if b < 0:
+        b = 0
+    c = b - 1
+    return c + 0  # plugin
+"""
+
+
+def test_a_statement_of_b_calling_the_tree_s_own_helper_must_bind_to_its_signature(
+    tmp_path: Path, local_index: dict[str, bytes]
+) -> None:
+    """B's grow calls B's scale with a new argument; in the tree, scale is the tree's own, which refuses it
+    (Python says so); B's shrink calls twice, which the tree's own twice takes."""
+    files_b = {**RELEASE_B_MORE, "vllm/models/ops.py": OPS_B}
+    naive = OPS_TREE.replace("    c = scale(b)\n", "    c = scale(b, 3)\n")
+    root_b = write_files(tmp_path / "b-site", {**RELEASE_B, **files_b})
+    ran = subprocess.run([sys.executable, "-c", naive + "\ngrow(1)\n"], capture_output=True, text=True, check=False)
+    assert "TypeError" in ran.stderr
+    publish_releases(local_index, a={**RELEASE_A_MORE, "vllm/models/ops.py": OPS_A}, b=files_b)
+    root = write_files(tmp_path / "plugin", {"pkg/__init__.py": "", "pkg/ops.py": OPS_TREE})
+    result = CliRunner().invoke(main, ["--root", str(root), "adapt", "--from", "v1.0.0", "--to", "v1.1.0"])
+    assert result.exit_code == 1, result.stderr
+    assert (
+        "left conflict pkg/ops.py:9 vllm.models.ops.grow: merge refused where the copy lives: B's statements call "
+        "scale, which B's module binds to vllm.models.ops.scale and the tree's file to pkg.ops.scale, which takes "
+        "1 positional argument(s), 2 given"
+    ) in result.stdout
+    assert "re-synced pkg/ops.py:18 vllm.models.ops.shrink" in result.stdout
+    text = (root / "pkg/ops.py").read_text()
+    assert text == OPS_TREE.replace("    c = b - 1\n", "    c = twice(b) - 1\n")
+    check = "import vllm.models.ops as b\nassert shrink(9) == b.shrink(9) + 0 == 7\n"
+    done = subprocess.run(
+        [sys.executable, "-c", text + "\n" + check], env={"PYTHONPATH": str(root_b)}, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr

@@ -78,7 +78,7 @@ class _Module:
     is_package: bool
 
 
-def _bindings(body: list[ast.stmt]) -> dict[str, list[ast.AST]]:
+def bindings_of(body: list[ast.stmt]) -> dict[str, list[ast.AST]]:
     """A module's (or a class body's) top-level names, under ``if``/``try``/``with`` blocks too."""
     out: dict[str, list[ast.AST]] = {}
 
@@ -143,7 +143,7 @@ class Resolver:
                     tree = ast.parse(text, filename=path)
                 except (SyntaxError, ValueError, RecursionError):
                     tree = ast.Module(body=[], type_ignores=[])
-                found = _Module(name, path, tree, _bindings(tree.body), path.endswith("__init__.py"))
+                found = _Module(name, path, tree, bindings_of(tree.body), path.endswith("__init__.py"))
             self._modules[name] = found
         return self._modules[name]
 
@@ -256,7 +256,7 @@ class Resolver:
             return Definition(name, module.name, module.path, qualname, kind, node, _span(node), self.label)
         if isinstance(node, ast.ClassDef):
             name, rest = more[0], more[1:]
-            members = _bindings(node.body)
+            members = bindings_of(node.body)
             if name in members:
                 return self._member(module, _chosen(members[name]), f"{qualname}.{name}", rest, depth)
             for base in node.bases:
@@ -300,7 +300,7 @@ class Resolver:
             if part not in bindings:
                 raise LookupError(f"vLLM {self.label}'s {module} no longer defines {qualname}")
             node = _chosen(bindings[part])
-            bindings = _bindings(node.body) if isinstance(node, ast.ClassDef) else {}
+            bindings = bindings_of(node.body) if isinstance(node, ast.ClassDef) else {}
         return node
 
     def defines(self, class_name: str, member: str) -> Definition | None:

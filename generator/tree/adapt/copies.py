@@ -31,6 +31,8 @@ class CopyJob:
     owner: str = ""  # B's class's own name: does the tree's class derive from it, or copy it
     # what B's module binds once at its top, as the import statement binding it elsewhere (imports.providers)
     importable: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+    # what B's module binds each name to: the vLLM definition (imports.origins)
+    origins: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -58,8 +60,13 @@ def function_text(lines: Sequence[str], node: ast.AST) -> str:
     return "".join(lines[first - 1 : last])
 
 
-def resync_file(text: str, jobs: Sequence[CopyJob]) -> tuple[str, list[CopyOutcome]]:
+def resync_file(
+    text: str, jobs: Sequence[CopyJob], tree_origins: Mapping[str, str] | None = None
+) -> tuple[str, list[CopyOutcome]]:
     """``text`` with every copy that merged replaced; one outcome per job, in the jobs' order.
+
+    ``tree_origins``: what the file binds each name to (``imports.tree_origins``): a statement taken from B
+    that uses a name the file binds to another object than B's module does is a conflict (``fits.rebound``).
 
     A merged copy that reads a global the file does not bind, which B's module binds once at its top, is
     written with an import of it (``imports``) after the file's imports above the first copy written.
@@ -84,7 +91,17 @@ def resync_file(text: str, jobs: Sequence[CopyJob]) -> tuple[str, list[CopyOutco
         needed: list[str] = []
         if isinstance(result, Merged):
             needed = _imports_for(tree, ours, result.text, job.importable)
-            why = fits.problem(tree, func, ours, result.text, job.members, job.assigned, job.owner, job.importable)
+            why = fits.problem(
+                tree,
+                func,
+                ours,
+                result.text,
+                job.members,
+                job.assigned,
+                job.owner,
+                job.importable,
+                (job.origins, tree_origins or {}),
+            )
             if why:
                 result, needed = Conflict(f"merge refused where the copy lives: {why}"), []
         outcomes.append(CopyOutcome(job.line, job.upstream, result, tuple(needed)))

@@ -18,8 +18,10 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
-from collections.abc import Collection, Iterator
+from collections import Counter
+from collections.abc import Collection, Iterator, Mapping
 
+from generator.judge.couplings import signatures
 from generator.judge.couplings.sites import self_assigned, super_calls
 from generator.judge.resync.check import function_of, unbound
 
@@ -36,14 +38,18 @@ def problem(
     b_assigned: frozenset[str],
     b_class: str = "",
     importable: Collection[str] = (),
+    origins: tuple[Mapping[str, str], Mapping[str, str]] = ({}, {}),
 ) -> str:
     """Empty when the merged copy reads nothing new that the tree lacks; else the one-line reason.
 
     ``importable``: the names an import added to the tree's file will bind (``imports``), counted as bound.
+    ``origins``: what B's module and the tree's file bind each name to (``imports.origins``, ``tree_origins``).
     """
     mine, result = function_of(ours), function_of(merged)
     if mine is None or result is None:
         return ""
+    if why := rebound(module, mine, result, *origins):
+        return why
     new_names = new_globals(module, mine, result)
     if new_names is None:
         names = ", ".join(sorted(unbound(result) - unbound(mine)))
@@ -72,6 +78,85 @@ def problem(
     if missing:
         return f"B's function reads self.{missing[0]}, which the tree's class {owner.name} does not set ({how})"
     return ""
+
+
+def rebound(
+    module: ast.Module,
+    mine: Function,
+    result: Function,
+    b_origins: Mapping[str, str],
+    tree_origins: Mapping[str, str],
+) -> str:
+    """Empty unless a statement taken from B uses a global that B's module binds to one vLLM definition and the
+    tree's file to another object (the tree's own copy of it, say) in a way that object may not take: B's
+    statement was written for B's. Passing the object on (``isinstance(x, N)``, an argument) is taken as it is;
+    a call must bind to the signature of the tree's definition, read in the same file; anything else (an
+    attribute of it, a call of what the file imports) cannot be judged here and is refused."""
+    rebound = {
+        name
+        for name in unbound(result)
+        if b_origins.get(name) and tree_origins.get(name) is not None and tree_origins[name] != b_origins[name]
+    }
+    if not rebound:
+        return ""
+    defined = {n.name: n for n in module.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    for header in _new_statements(mine, result):
+        calls = {id(n.func): n for n in ast.walk(header) if isinstance(n, ast.Call)}
+        attributes = {id(n.value) for n in ast.walk(header) if isinstance(n, ast.Attribute)}
+        for node in ast.walk(header):
+            if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in rebound):
+                continue
+            where = f"{node.id}, which B's module binds to {b_origins[node.id]} and the tree's file to "
+            where += tree_origins[node.id].removeprefix("tree:")
+            if id(node) in calls:
+                sig = _signature(defined.get(node.id))
+                if sig is None:
+                    return f"B's statements call {where}, whose signature is not read here"
+                if (reason := signatures.refuses(signatures.call_of(calls[id(node)]), sig)) is not None:
+                    return f"B's statements call {where}, which {reason}"
+            elif id(node) in attributes:
+                return f"B's statements use an attribute of {where}"
+    return ""
+
+
+def _signature(node: ast.AST | None) -> signatures.Signature | None:
+    """What a call of the tree's function or class takes (a class: its own ``__init__``; None when unread)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return signatures.of(node.args)
+    if isinstance(node, ast.ClassDef):
+        init = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+        return signatures.of(init.args).bound() if init is not None else None
+    return None
+
+
+def _new_statements(mine: Function, result: Function) -> list[ast.stmt]:
+    """The result's statements the copy does not have, each by its header (a compound statement's own
+    expressions, not its blocks')."""
+    kept = Counter(ast.dump(_header(s)) for s in _statements(mine))
+    out: list[ast.stmt] = []
+    for stmt in _statements(result):
+        header = _header(stmt)
+        key = ast.dump(header)
+        if kept[key]:
+            kept[key] -= 1
+        else:
+            out.append(header)
+    return out
+
+
+def _statements(func: Function) -> Iterator[ast.stmt]:
+    for node in ast.walk(func):
+        if isinstance(node, ast.stmt) and node is not func:
+            yield node
+
+
+def _header(stmt: ast.stmt) -> ast.stmt:
+    """The statement without its blocks (``body``, ``orelse``, ``finalbody``, handlers, cases)."""
+    shown = copy.copy(stmt)
+    for block in ("body", "orelse", "finalbody", "handlers", "cases"):
+        if isinstance(getattr(shown, block, None), list):
+            setattr(shown, block, [])
+    return shown
 
 
 def new_globals(module: ast.Module, mine: Function, result: Function) -> set[str] | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping, Sequence
 
-from generator.judge.couplings.upstream import Resolver
+from generator.judge.couplings.upstream import Definition, Resolver, bindings_of
 
 
 def providers(resolver: Resolver, module: str) -> dict[str, str]:
@@ -21,16 +21,60 @@ def providers(resolver: Resolver, module: str) -> dict[str, str]:
     found = resolver.module(module)
     if found is None:
         return {}
-    top = {id(stmt) for stmt in found.tree.body}
     package = module if found.is_package else module.rpartition(".")[0]
     out: dict[str, str] = {}
-    for name, nodes in found.bindings.items():
-        if len(nodes) != 1 or id(nodes[0]) not in top:
-            continue
-        statement = _statement(nodes[0], name, module, package)
+    for name, node in _once_at_top(found.tree):
+        statement = _statement(node, name, module, package)
         if statement is not None:
             out[name] = statement
     return out
+
+
+def origins(resolver: Resolver, module: str) -> dict[str, str]:
+    """For each name B's ``module`` binds once at its top: the vLLM definition it is (its canonical name), or ""
+    when it is not vLLM's (a third-party import)."""
+    found = resolver.module(module)
+    if found is None:
+        return {}
+    package = module if found.is_package else module.rpartition(".")[0]
+    return {name: _origin(resolver, node, name, module, package) for name, node in _once_at_top(found.tree)}
+
+
+def tree_origins(resolver: Resolver, tree: ast.Module, module: str) -> dict[str, str]:
+    """For each name the tree's file (module ``module``) binds once at its top: the vLLM definition an import of
+    vLLM reaches (canonical, as B resolves it), ``tree:<module>.<name>`` for what the tree defines or imports from
+    elsewhere (its own modules, a third party), so it compares unequal to any of vLLM's."""
+    package = module.rpartition(".")[0]
+    out: dict[str, str] = {}
+    for name, node in _once_at_top(tree):
+        origin = _origin(resolver, node, name, module, package)
+        if origin.split(".")[0] == "vllm":
+            out[name] = origin
+            continue
+        statement = _statement(node, name, module, package) or ""
+        source, _, rest = statement.removeprefix("from ").partition(" import ")
+        out[name] = f"tree:{source}.{rest.split(' as ')[0]}" if rest else f"tree:{module}.{name}"
+    return out
+
+
+def _once_at_top(tree: ast.Module) -> list[tuple[str, ast.AST]]:
+    """The names a module binds once, by a statement at its top (not under an ``if`` or a ``try``)."""
+    top = {id(stmt) for stmt in tree.body}
+    return [
+        (name, nodes[0]) for name, nodes in bindings_of(tree.body).items() if len(nodes) == 1 and id(nodes[0]) in top
+    ]
+
+
+def _origin(resolver: Resolver, node: ast.AST, name: str, module: str, package: str) -> str:
+    statement = _statement(node, name, module, package)
+    if statement is None or not statement.startswith("from "):
+        return ""
+    source, _, rest = statement.removeprefix("from ").partition(" import ")
+    dotted = f"{source}.{rest.split(' as ')[0]}"
+    if dotted.split(".")[0] != "vllm":
+        return ""
+    found = resolver.resolve(dotted)
+    return found.name if isinstance(found, Definition) else dotted
 
 
 def _statement(node: ast.AST, name: str, module: str, package: str) -> str | None:

@@ -129,7 +129,7 @@ def build(
         elif c.kind in ("import", "patch") and c.status == changes.REMOVED and "names" in only:
             plan.left.append(Leftover(c.site, "name", c.upstream, "gone at B, with no successor found"))
     for path in sorted({c.path for c in impact.couplings if c.upstream in moves} | set(jobs)):
-        _file(plan, impact.root, path, jobs.get(path, []), moves, (regenerated or {}).get(path))
+        _file(plan, impact.root, path, jobs.get(path, []), moves, (regenerated or {}).get(path), b_resolver)
     _unreached(plan, impact, moves)
     plan.left = [replace(x, verdict=verdicts.get((x.site, x.upstream), "")) if not x.verdict else x for x in plan.left]
     return plan
@@ -186,8 +186,20 @@ def _copy(
         plan.left.append(Leftover(c.site, "conflict", c.upstream, "upstream's function cannot be read at A or B"))
         return
     members, assigned, owner = _class_of(b_resolver, change.new)
-    importable = imports.providers(b_resolver, change.new.module) if change.new is not None else {}
-    jobs.setdefault(c.path, []).append(CopyJob(c.line, c.upstream, base, theirs, members, assigned, owner, importable))
+    module = change.new.module if change.new is not None else ""
+    jobs.setdefault(c.path, []).append(
+        CopyJob(
+            c.line,
+            c.upstream,
+            base,
+            theirs,
+            members,
+            assigned,
+            owner,
+            imports.providers(b_resolver, module),
+            imports.origins(b_resolver, module),
+        )
+    )
 
 
 def _class_of(resolver: Resolver, method: Definition | None) -> tuple[frozenset[str] | None, frozenset[str], str]:
@@ -201,7 +213,13 @@ def _class_of(resolver: Resolver, method: Definition | None) -> tuple[frozenset[
 
 
 def _file(
-    plan: Plan, root: Path, path: str, jobs: list[CopyJob], moves: dict[str, tuple[str, str]], start: str | None
+    plan: Plan,
+    root: Path,
+    path: str,
+    jobs: list[CopyJob],
+    moves: dict[str, tuple[str, str]],
+    start: str | None,
+    b_resolver: Resolver,
 ) -> None:
     where = root / path
     try:
@@ -220,7 +238,11 @@ def _file(
             plan.left.append(Leftover(f"{path}:{job.line}", "regenerated", job.upstream, why))
         jobs, text = [], start
     started = text
-    new, outcomes = resync_file(text, jobs) if jobs else (text, [])
+    if jobs:
+        module = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+        new, outcomes = resync_file(text, jobs, imports.tree_origins(b_resolver, ast.parse(text), module))
+    else:
+        new, outcomes = text, []
     for outcome in outcomes:
         site = f"{path}:{outcome.line}"
         result = outcome.result
