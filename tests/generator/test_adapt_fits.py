@@ -280,32 +280,9 @@ OPS_B = (
     .replace("    c = b - 1\n", "    c = twice(b) - 1\n")
 )
 # The tree's own twice and scale (A's signatures), and copies of grow and shrink with an edit each.
-OPS_TREE = """\
-def twice(x):
-    return x + x
-
-
-def scale(x):
-    return x * 2
-
-
-def grow(n):
-    a = n + 1
-    b = a * 2
-    if b > 9:
-        b = 9
-    c = scale(b)
-    return c + 0  # plugin
-
-
-def shrink(n):
-    a = n - 1
-    b = a // 2
-    if b < 0:
-        b = 0
-    c = b - 1
-    return c + 0  # plugin
-"""
+OPS_TREE = OPS_A.replace("    return x * 2\n", "    return x + x\n", 1).replace(
+    "    return c\n", "    return c + 0  # plugin\n"
+)
 
 
 def test_a_statement_of_b_calling_the_tree_s_own_helper_must_bind_to_its_signature(
