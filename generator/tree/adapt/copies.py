@@ -8,6 +8,7 @@ stays byte for byte as it was.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -31,8 +32,7 @@ class CopyJob:
     owner: str = ""  # B's class's own name: does the tree's class derive from it, or copy it
     # what B's module binds once at its top, as the import statement binding it elsewhere (imports.providers)
     importable: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
-    # what B's module binds each name to: the vLLM definition (imports.origins)
-    origins: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+    module: str = ""  # B's module of the function: what its globals are (imports.Bindings)
 
 
 @dataclass(frozen=True)
@@ -61,12 +61,13 @@ def function_text(lines: Sequence[str], node: ast.AST) -> str:
 
 
 def resync_file(
-    text: str, jobs: Sequence[CopyJob], tree_origins: Mapping[str, str] | None = None
+    text: str, jobs: Sequence[CopyJob], bindings: imports.Bindings | None = None
 ) -> tuple[str, list[CopyOutcome]]:
     """``text`` with every copy that merged replaced; one outcome per job, in the jobs' order.
 
-    ``tree_origins``: what the file binds each name to (``imports.tree_origins``): a statement taken from B
-    that uses a name the file binds to another object than B's module does is a conflict (``fits.rebound``).
+    ``bindings``: what the file and B's modules bind names to: a statement taken from B that uses a name the
+    file binds to another object than B's module does, in a way that object may not take, is a conflict
+    (``fits.rebound``).
 
     A merged copy that reads a global the file does not bind, which B's module binds once at its top, is
     written with an import of it (``imports``) after the file's imports above the first copy written.
@@ -100,7 +101,7 @@ def resync_file(
                 job.assigned,
                 job.owner,
                 job.importable,
-                (job.origins, tree_origins or {}),
+                None if bindings is None else functools.partial(bindings.differ, job.module),
             )
             if why:
                 result, needed = Conflict(f"merge refused where the copy lives: {why}"), []

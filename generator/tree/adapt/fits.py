@@ -19,7 +19,7 @@ import ast
 import builtins
 import copy
 from collections import Counter
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator
 
 from generator.judge.couplings import signatures
 from generator.judge.couplings.sites import self_assigned, super_calls
@@ -38,17 +38,18 @@ def problem(
     b_assigned: frozenset[str],
     b_class: str = "",
     importable: Collection[str] = (),
-    origins: tuple[Mapping[str, str], Mapping[str, str]] = ({}, {}),
+    differ: Callable[[str], tuple[str, str] | None] | None = None,
 ) -> str:
     """Empty when the merged copy reads nothing new that the tree lacks; else the one-line reason.
 
     ``importable``: the names an import added to the tree's file will bind (``imports``), counted as bound.
-    ``origins``: what B's module and the tree's file bind each name to (``imports.origins``, ``tree_origins``).
+    ``differ``: for a name, what B's module and the tree's file bind it to when the two differ
+    (``imports.Bindings``).
     """
     mine, result = function_of(ours), function_of(merged)
     if mine is None or result is None:
         return ""
-    if why := rebound(module, mine, result, *origins):
+    if differ is not None and (why := rebound(module, mine, result, differ)):
         return why
     new_names = new_globals(module, mine, result)
     if new_names is None:
@@ -81,41 +82,32 @@ def problem(
 
 
 def rebound(
-    module: ast.Module,
-    mine: Function,
-    result: Function,
-    b_origins: Mapping[str, str],
-    tree_origins: Mapping[str, str],
+    module: ast.Module, mine: Function, result: Function, differ: Callable[[str], tuple[str, str] | None]
 ) -> str:
     """Empty unless a statement taken from B uses a global that B's module binds to one vLLM definition and the
     tree's file to another object (the tree's own copy of it, say) in a way that object may not take: B's
     statement was written for B's. Passing the object on (``isinstance(x, N)``, an argument) is taken as it is;
     a call must bind to the signature of the tree's definition, read in the same file; anything else (an
     attribute of it, a call of what the file imports) cannot be judged here and is refused."""
-    rebound = {
-        name
-        for name in unbound(result)
-        if b_origins.get(name) and tree_origins.get(name) is not None and tree_origins[name] != b_origins[name]
-    }
-    if not rebound:
-        return ""
+    new = _new_statements(mine, result)
+    free = unbound(result)
     defined = {n.name: n for n in module.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-    for header in _new_statements(mine, result):
+    for header in new:
         calls = {id(n.func): n for n in ast.walk(header) if isinstance(n, ast.Call)}
         attributes = {id(n.value) for n in ast.walk(header) if isinstance(n, ast.Attribute)}
         for node in ast.walk(header):
-            if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in rebound):
+            if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in free):
                 continue
-            where = f"{node.id}, which B's module binds to {b_origins[node.id]} and the tree's file to "
-            where += tree_origins[node.id].removeprefix("tree:")
-            if id(node) in calls:
-                sig = _signature(defined.get(node.id))
-                if sig is None:
-                    return f"B's statements call {where}, whose signature is not read here"
-                if (reason := signatures.refuses(signatures.call_of(calls[id(node)]), sig)) is not None:
-                    return f"B's statements call {where}, which {reason}"
-            elif id(node) in attributes:
+            if (id(node) not in calls and id(node) not in attributes) or (pair := differ(node.id)) is None:
+                continue
+            where = f"{node.id}, which B's module binds to {pair[0]} and the tree's file to {pair[1]}"
+            if id(node) in attributes:
                 return f"B's statements use an attribute of {where}"
+            sig = _signature(defined.get(node.id))
+            if sig is None:
+                return f"B's statements call {where}, whose signature is not read here"
+            if (reason := signatures.refuses(signatures.call_of(calls[id(node)]), sig)) is not None:
+                return f"B's statements call {where}, which {reason}"
     return ""
 
 

@@ -30,31 +30,43 @@ def providers(resolver: Resolver, module: str) -> dict[str, str]:
     return out
 
 
-def origins(resolver: Resolver, module: str) -> dict[str, str]:
-    """For each name B's ``module`` binds once at its top: the vLLM definition it is (its canonical name), or ""
-    when it is not vLLM's (a third-party import)."""
-    found = resolver.module(module)
-    if found is None:
-        return {}
-    package = module if found.is_package else module.rpartition(".")[0]
-    return {name: _origin(resolver, node, name, module, package) for name, node in _once_at_top(found.tree)}
+class Bindings:
+    """What B's modules and the tree's file bind names to, compared as B resolves them: vLLM's definitions by
+    their canonical names, the tree's own (what it defines, or imports from elsewhere) by its module. Each name
+    is resolved only when asked: a merge asks of the few its new statements use."""
 
+    def __init__(self, resolver: Resolver, tree: ast.Module, module: str) -> None:
+        self._resolver = resolver
+        self._tree = dict(_once_at_top(tree))
+        self._module = module
+        self._asked: dict[tuple[str, str], tuple[str, str] | None] = {}
 
-def tree_origins(resolver: Resolver, tree: ast.Module, module: str) -> dict[str, str]:
-    """For each name the tree's file (module ``module``) binds once at its top: the vLLM definition an import of
-    vLLM reaches (canonical, as B resolves it), ``tree:<module>.<name>`` for what the tree defines or imports from
-    elsewhere (its own modules, a third party), so it compares unequal to any of vLLM's."""
-    package = module.rpartition(".")[0]
-    out: dict[str, str] = {}
-    for name, node in _once_at_top(tree):
-        origin = _origin(resolver, node, name, module, package)
-        if origin.split(".")[0] == "vllm":
-            out[name] = origin
-            continue
-        statement = _statement(node, name, module, package) or ""
-        source, _, rest = statement.removeprefix("from ").partition(" import ")
-        out[name] = f"tree:{source}.{rest.split(' as ')[0]}" if rest else f"tree:{module}.{name}"
-    return out
+    def differ(self, b_module: str, name: str) -> tuple[str, str] | None:
+        """(what B's module binds ``name`` to, what the tree's file does) when both bind it once at their top
+        and the two differ; None otherwise (the same, or not known: a third-party name in B's module)."""
+        key = (b_module, name)
+        if key not in self._asked:
+            self._asked[key] = self._differ(b_module, name)
+        return self._asked[key]
+
+    def _differ(self, b_module: str, name: str) -> tuple[str, str] | None:
+        found, node = self._resolver.module(b_module), self._tree.get(name)
+        if found is None or node is None:
+            return None
+        nodes = found.bindings.get(name, [])
+        if len(nodes) != 1 or not any(nodes[0] is stmt for stmt in found.tree.body):
+            return None
+        b_package = b_module if found.is_package else b_module.rpartition(".")[0]
+        theirs = _origin(self._resolver, nodes[0], name, b_module, b_package)
+        if not theirs:
+            return None
+        package = self._module.rpartition(".")[0]
+        ours = _origin(self._resolver, node, name, self._module, package)
+        if not ours:  # the tree's own: what it defines, or imports from its modules or a third party
+            statement = _statement(node, name, self._module, package) or ""
+            source, _, rest = statement.removeprefix("from ").partition(" import ")
+            ours = f"{source}.{rest.split(' as ')[0]}" if rest else f"{self._module}.{name}"
+        return (theirs, ours) if ours != theirs else None
 
 
 def _once_at_top(tree: ast.Module) -> list[tuple[str, ast.AST]]:

@@ -197,7 +197,7 @@ def _copy(
             assigned,
             owner,
             imports.providers(b_resolver, module),
-            imports.origins(b_resolver, module),
+            module,
         )
     )
 
@@ -240,7 +240,7 @@ def _file(
     started = text
     if jobs:
         module = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
-        new, outcomes = resync_file(text, jobs, imports.tree_origins(b_resolver, ast.parse(text), module))
+        new, outcomes = resync_file(text, jobs, imports.Bindings(b_resolver, ast.parse(text), module))
     else:
         new, outcomes = text, []
     for outcome in outcomes:
