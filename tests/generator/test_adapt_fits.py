@@ -312,3 +312,69 @@ def test_a_statement_of_b_calling_the_tree_s_own_helper_must_bind_to_its_signatu
         [sys.executable, "-c", text + "\n" + check], env={"PYTHONPATH": str(root_b)}, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
+
+
+RUNNER_A = """\
+class Runner:
+    def __init__(self):
+        self.ctx = None
+
+    def setup(self):
+        self.ctx = 5
+
+    def step(self, x):
+        a = x + 1
+        b = a * 2
+        if b > 50:
+            b = 50
+        c = b - 1
+        return c
+"""
+RUNNER_B = RUNNER_A.replace("        c = b - 1\n", "        c = b - self.ctx\n")
+STEP_TREE = (
+    "    def step(self, x):\n        a = x + 1\n        b = a * 2\n        if b > 50:\n            b = 50\n"
+    "        c = b - 1\n        return c + 0  # plugin\n"
+)
+RUNNER_TREE = f"""\
+from vllm.models.runner import Runner
+
+
+class NpuRunner(Runner):
+    def setup(self):
+        self.ready = True  # plugin: its own, B's does not run
+
+{STEP_TREE}
+
+class CallingRunner(Runner):
+    def setup(self):
+        super().setup()
+        self.ready = True
+
+{STEP_TREE}"""
+
+
+def test_an_attribute_b_sets_in_a_method_the_tree_replaces_is_a_conflict(
+    tmp_path: Path, local_index: dict[str, bytes]
+) -> None:
+    """B's step reads self.ctx, which B's __init__ sets to None and B's setup to its value. NpuRunner replaces
+    setup and never sets it: B's change raises there (Python says so); CallingRunner runs B's setup."""
+    files_b = {**RELEASE_B_MORE, "vllm/models/runner.py": RUNNER_B}
+    root_b = write_files(tmp_path / "b-site", {**RELEASE_B, **files_b})
+    naive = RUNNER_TREE.replace("        c = b - 1\n", "        c = b - self.ctx\n")
+    for cls, raises in (("NpuRunner", True), ("CallingRunner", False)):
+        code = f"{naive}\nr = {cls}()\nr.setup()\nr.step(1)\n"
+        ran = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(root_b)}, capture_output=True)
+        assert (b"TypeError" in ran.stderr) is raises, ran.stderr
+    publish_releases(local_index, a={**RELEASE_A_MORE, "vllm/models/runner.py": RUNNER_A}, b=files_b)
+    root = write_files(tmp_path / "plugin", {"pkg/__init__.py": "", "pkg/runner.py": RUNNER_TREE})
+    result = CliRunner().invoke(main, ["--root", str(root), "adapt", "--from", "v1.0.0", "--to", "v1.1.0"])
+    assert result.exit_code == 1, result.stderr
+    assert (
+        "left conflict pkg/runner.py:8 vllm.models.runner.Runner.step: merge refused where the copy lives: B's "
+        "function reads self.ctx, which B's setup sets and the tree's class replaces setup without setting it "
+        "or calling B's"
+    ) in result.stdout
+    assert "re-synced pkg/runner.py:22 vllm.models.runner.Runner.step" in result.stdout
+    head, calling = RUNNER_TREE.split("class CallingRunner")
+    want = head + "class CallingRunner" + calling.replace("        c = b - 1\n", "        c = b - self.ctx\n")
+    assert (root / "pkg/runner.py").read_text() == want

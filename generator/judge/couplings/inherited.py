@@ -199,3 +199,18 @@ def provides(resolver: Resolver, definition: Definition) -> tuple[frozenset[str]
             if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
                 assigned.update(self_assigned(stmt))
     return frozenset(members), frozenset(assigned)
+
+
+def set_in_methods(resolver: Resolver, definition: Definition) -> dict[str, frozenset[str]]:
+    """The attributes a vLLM class's lineage assigns on ``self`` in methods other than ``__init__``, each with
+    those methods' names: a value such a method puts there, which the class's other methods then read."""
+    out: dict[str, set[str]] = {}
+    for cls in lineage(resolver, definition):
+        node = cls.node
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for stmt in class_statements(node.body):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name != "__init__":
+                for name in self_assigned(stmt):
+                    out.setdefault(name, set()).add(stmt.name)
+    return {name: frozenset(methods) for name, methods in out.items()}

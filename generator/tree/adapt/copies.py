@@ -33,6 +33,8 @@ class CopyJob:
     # what B's module binds once at its top, as the import statement binding it elsewhere (imports.providers)
     importable: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
     module: str = ""  # B's module of the function: what its globals are (imports.Bindings)
+    # B's class of a copied method: the attributes its methods other than ``__init__`` assign, and in which
+    set_in: Mapping[str, frozenset[str]] = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,7 @@ def resync_file(
                 job.owner,
                 job.importable,
                 None if bindings is None else functools.partial(bindings.differ, job.module),
+                job.set_in,
             )
             if why:
                 result, needed = Conflict(f"merge refused where the copy lives: {why}"), []

@@ -19,7 +19,7 @@ import ast
 import builtins
 import copy
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 
 from generator.judge.couplings import signatures
 from generator.judge.couplings.sites import self_assigned, super_calls
@@ -39,12 +39,14 @@ def problem(
     b_class: str = "",
     importable: Collection[str] = (),
     differ: Callable[[str], tuple[str, str] | None] | None = None,
+    set_in: Mapping[str, frozenset[str]] | None = None,
 ) -> str:
     """Empty when the merged copy reads nothing new that the tree lacks; else the one-line reason.
 
     ``importable``: the names an import added to the tree's file will bind (``imports``), counted as bound.
     ``differ``: for a name, what B's module and the tree's file bind it to when the two differ
-    (``imports.Bindings``).
+    (``imports.Bindings``). ``set_in``: the attributes B's class assigns in methods other than ``__init__``,
+    with those methods (``inherited.set_in_methods``).
     """
     mine, result = function_of(ours), function_of(merged)
     if mine is None or result is None:
@@ -69,15 +71,39 @@ def problem(
     provided = {n for c in classes for n in _bound_in(c.body)} | {n for c in classes for n in _assigned(c)}
     # Only what B's class is known to give is looked for: an attribute nothing in B's class sets is
     # upstream's own contract with its callers, as much the copy's as B's.
+    set_in = set_in or {}
     if _derives(module, classes, b_class):  # B's class-level names are inherited; its __init__ runs if not replaced
+        if why := _set_by_replaced_method(classes, new_attributes - provided, set_in):
+            return why
         if _runs_base_init(classes):
             return ""
         wanted, how = b_assigned, "B's __init__ sets it and the tree's class does not run B's"
     else:  # a class of the tree that copies B's: nothing of B's class reaches it
-        wanted, how = b_assigned | b_members, f"B's class sets it and {owner.name} does not derive from B's"
+        wanted = b_assigned | b_members | set(set_in)
+        how = f"B's class sets it and {owner.name} does not derive from B's"
     missing = sorted((new_attributes & wanted) - provided)
     if missing:
         return f"B's function reads self.{missing[0]}, which the tree's class {owner.name} does not set ({how})"
+    return ""
+
+
+def _set_by_replaced_method(
+    classes: list[ast.ClassDef], attributes: set[str], set_in: Mapping[str, frozenset[str]]
+) -> str:
+    """Empty unless an attribute the merged copy newly reads is one B's class puts there in another method,
+    which the tree's class replaces with its own that neither sets it nor runs B's (``super().<method>``):
+    B's ``__init__`` may set it to a placeholder (``None``), and B's function expects the method's value."""
+    own = {
+        s.name: s for c in reversed(classes) for s in c.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    for name in sorted(attributes & set(set_in)):
+        for method in sorted(set_in[name]):
+            replaced = own.get(method)
+            if replaced is not None and name not in self_assigned(replaced) and not super_calls(replaced):
+                return (
+                    f"B's function reads self.{name}, which B's {method} sets and the tree's class replaces "
+                    f"{method} without setting it or calling B's"
+                )
     return ""
 
 

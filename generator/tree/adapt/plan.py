@@ -198,6 +198,7 @@ def _copy(
             owner,
             imports.providers(b_resolver, module),
             module,
+            _set_in(b_resolver, change.new),
         )
     )
 
@@ -210,6 +211,16 @@ def _class_of(resolver: Resolver, method: Definition | None) -> tuple[frozenset[
     if not isinstance(owner, Definition) or owner.kind != "class":
         return None, frozenset(), ""
     return (*inherited.provides(resolver, owner), owner.qualname.rpartition(".")[2])
+
+
+def _set_in(resolver: Resolver, method: Definition | None) -> dict[str, frozenset[str]]:
+    """What B's class of a copied method assigns on ``self`` in its other methods (inherited.set_in_methods)."""
+    if method is None or "." not in method.qualname:
+        return {}
+    owner = resolver.resolve(method.name.rpartition(".")[0])
+    if not isinstance(owner, Definition) or owner.kind != "class":
+        return {}
+    return inherited.set_in_methods(resolver, owner)
 
 
 def _file(
