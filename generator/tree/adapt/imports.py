@@ -35,10 +35,11 @@ class Bindings:
     their canonical names, the tree's own (what it defines, or imports from elsewhere) by its module. Each name
     is resolved only when asked: a merge asks of the few its new statements use."""
 
-    def __init__(self, resolver: Resolver, tree: ast.Module, module: str) -> None:
+    def __init__(self, resolver: Resolver, tree: ast.Module, module: str, *, package: bool = False) -> None:
         self._resolver = resolver
         self._tree = dict(_once_at_top(tree))
         self._module = module
+        self._package = module if package else module.rpartition(".")[0]  # what its relative imports start from
         self._asked: dict[tuple[str, str], tuple[str, str] | None] = {}
 
     def differ(self, b_module: str, name: str) -> tuple[str, str] | None:
@@ -60,7 +61,7 @@ class Bindings:
         theirs = _origin(self._resolver, nodes[0], name, b_module, b_package)
         if not theirs:
             return None
-        package = self._module.rpartition(".")[0]
+        package = self._package
         ours = _origin(self._resolver, node, name, self._module, package)
         if not ours:  # the tree's own: what it defines, or imports from its modules or a third party
             statement = _statement(node, name, self._module, package) or ""

@@ -251,7 +251,8 @@ def _file(
     started = text
     if jobs:
         module = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
-        new, outcomes = resync_file(text, jobs, imports.Bindings(b_resolver, ast.parse(text), module))
+        bindings = imports.Bindings(b_resolver, ast.parse(text), module, package=path.endswith("__init__.py"))
+        new, outcomes = resync_file(text, jobs, bindings)
     else:
         new, outcomes = text, []
     for outcome in outcomes:
