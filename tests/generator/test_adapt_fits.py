@@ -15,7 +15,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from generator.cli import main
 from generator.tree.adapt import imports
@@ -248,6 +248,20 @@ def test_imports_go_below_the_docstring_and_future_imports_when_no_import_preced
     assert compile(out, "f.py", "exec")  # a __future__ import must stay first: Python says so
 
 
+def _adapt_one(
+    tmp_path: Path, local_index: dict[str, bytes], module: str, at_a: str, at_b: str, tree: str
+) -> tuple[Path, Path, Result]:
+    """vllm/models/<module>.py as ``at_a`` in A and ``at_b`` in B, the tree's pkg/<module>.py as ``tree``:
+    B's files laid out to run against, the tree, and ``adapt`` A -> B run on it (written)."""
+    files_b = {**RELEASE_B_MORE, f"vllm/models/{module}.py": at_b}
+    root_b = write_files(tmp_path / "b-site", {**RELEASE_B, **files_b})
+    publish_releases(local_index, a={**RELEASE_A_MORE, f"vllm/models/{module}.py": at_a}, b=files_b)
+    root = write_files(tmp_path / "plugin", {"pkg/__init__.py": "", f"pkg/{module}.py": tree})
+    result = CliRunner().invoke(main, ["--root", str(root), "adapt", "--from", "v1.0.0", "--to", "v1.1.0"])
+    assert result.exit_code == 1, result.stderr
+    return root_b, root, result
+
+
 OPS_A = """\
 def twice(x):
     return x * 2
@@ -290,15 +304,10 @@ def test_a_statement_of_b_calling_the_tree_s_own_helper_must_bind_to_its_signatu
 ) -> None:
     """B's grow calls B's scale with a new argument; in the tree, scale is the tree's own, which refuses it
     (Python says so); B's shrink calls twice, which the tree's own twice takes."""
-    files_b = {**RELEASE_B_MORE, "vllm/models/ops.py": OPS_B}
     naive = OPS_TREE.replace("    c = scale(b)\n", "    c = scale(b, 3)\n")
-    root_b = write_files(tmp_path / "b-site", {**RELEASE_B, **files_b})
     ran = subprocess.run([sys.executable, "-c", naive + "\ngrow(1)\n"], capture_output=True, text=True, check=False)
     assert "TypeError" in ran.stderr
-    publish_releases(local_index, a={**RELEASE_A_MORE, "vllm/models/ops.py": OPS_A}, b=files_b)
-    root = write_files(tmp_path / "plugin", {"pkg/__init__.py": "", "pkg/ops.py": OPS_TREE})
-    result = CliRunner().invoke(main, ["--root", str(root), "adapt", "--from", "v1.0.0", "--to", "v1.1.0"])
-    assert result.exit_code == 1, result.stderr
+    root_b, root, result = _adapt_one(tmp_path, local_index, "ops", OPS_A, OPS_B, OPS_TREE)
     assert (
         "left conflict pkg/ops.py:9 vllm.models.ops.grow: merge refused where the copy lives: B's statements call "
         "scale, which B's module binds to vllm.models.ops.scale and the tree's file to pkg.ops.scale, which takes "
@@ -358,17 +367,12 @@ def test_an_attribute_b_sets_in_a_method_the_tree_replaces_is_a_conflict(
 ) -> None:
     """B's step reads self.ctx, which B's __init__ sets to None and B's setup to its value. NpuRunner replaces
     setup and never sets it: B's change raises there (Python says so); CallingRunner runs B's setup."""
-    files_b = {**RELEASE_B_MORE, "vllm/models/runner.py": RUNNER_B}
-    root_b = write_files(tmp_path / "b-site", {**RELEASE_B, **files_b})
+    root_b, root, result = _adapt_one(tmp_path, local_index, "runner", RUNNER_A, RUNNER_B, RUNNER_TREE)
     naive = RUNNER_TREE.replace("        c = b - 1\n", "        c = b - self.ctx\n")
     for cls, raises in (("NpuRunner", True), ("CallingRunner", False)):
         code = f"{naive}\nr = {cls}()\nr.setup()\nr.step(1)\n"
         ran = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(root_b)}, capture_output=True)
         assert (b"TypeError" in ran.stderr) is raises, ran.stderr
-    publish_releases(local_index, a={**RELEASE_A_MORE, "vllm/models/runner.py": RUNNER_A}, b=files_b)
-    root = write_files(tmp_path / "plugin", {"pkg/__init__.py": "", "pkg/runner.py": RUNNER_TREE})
-    result = CliRunner().invoke(main, ["--root", str(root), "adapt", "--from", "v1.0.0", "--to", "v1.1.0"])
-    assert result.exit_code == 1, result.stderr
     assert (
         "left conflict pkg/runner.py:8 vllm.models.runner.Runner.step: merge refused where the copy lives: B's "
         "function reads self.ctx, which B's setup sets and the tree's class replaces setup without setting it "
