@@ -382,3 +382,43 @@ def test_an_attribute_b_sets_in_a_method_the_tree_replaces_is_a_conflict(
     head, calling = RUNNER_TREE.split("class CallingRunner")
     want = head + "class CallingRunner" + calling.replace("        c = b - 1\n", "        c = b - self.ctx\n")
     assert (root / "pkg/runner.py").read_text() == want
+
+
+def _counting(name: str) -> str:
+    return (
+        f"def {name}(n):\n    total = n + 1\n    double = total * 2\n    if double > 50:\n        double = 50\n"
+        "    rest = double - 1\n    return rest\n"
+    )
+
+
+def test_two_copies_needing_one_name_bound_two_ways_take_the_first_and_leave_the_second(
+    tmp_path: Path, local_index: dict[str, bytes]
+) -> None:
+    """B's one.count and two.tally both gain a ``conf: Conf`` parameter: one's Conf is conf.Conf, two's is its
+    own class. A file can bind Conf once: the second copy needing the other one is a conflict."""
+    one_b = "from vllm.models.conf import Conf\n\n\n" + _counting("count").replace("(n)", "(n, conf: Conf = None)")
+    two_b = "class Conf:\n    pass\n\n\n" + _counting("tally").replace("(n)", "(n, conf: Conf = None)")
+    tree = "\n\n".join(
+        _counting(n).replace("    return rest\n", "    return rest + 0  # plugin\n") for n in ("count", "tally")
+    )
+    publish_releases(
+        local_index,
+        a={**RELEASE_A_MORE, "vllm/models/one.py": _counting("count"), "vllm/models/two.py": _counting("tally")},
+        b={**RELEASE_B_MORE, "vllm/models/one.py": one_b, "vllm/models/two.py": two_b},
+    )
+    root = write_files(tmp_path / "plugin", {"pkg/__init__.py": "", "pkg/both.py": tree})
+    result = CliRunner().invoke(main, ["--root", str(root), "adapt", "--from", "v1.0.0", "--to", "v1.1.0"])
+    assert result.exit_code == 1, result.stderr
+    assert "re-synced pkg/both.py:1 vllm.models.one.count" in result.stdout
+    assert (
+        "left conflict pkg/both.py:10 vllm.models.two.tally: merge refused where the copy lives: B's function reads "
+        "Conf as `from vllm.models.two import Conf`, another copy in the file as `from vllm.models.conf import Conf`"
+    ) in result.stdout
+    text = (root / "pkg/both.py").read_text()
+    assert text.count("import Conf") == 1
+    root_b = write_files(tmp_path / "b-site", {**RELEASE_B, **RELEASE_B_MORE, "vllm/models/one.py": one_b})
+    check = "import vllm.models.conf as c\nassert count.__annotations__['conf'] is c.Conf\n"
+    done = subprocess.run(
+        [sys.executable, "-c", text + "\n" + check], env={"PYTHONPATH": str(root_b)}, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr

@@ -82,7 +82,7 @@ def resync_file(
         by_line.setdefault(function_span(func)[0], func)
     outcomes: list[CopyOutcome] = []
     replaced: list[tuple[int, int, str]] = []
-    added: set[str] = set()
+    added: dict[str, str] = {}  # a name -> the import statement added for it
     for job in jobs:
         found = by_line.get(job.line)
         if found is None:
@@ -91,10 +91,10 @@ def resync_file(
         func = found
         ours = function_text(lines, func)
         result = resync(job.base, ours, job.theirs)
-        needed: list[str] = []
+        needed: dict[str, str] = {}
         if isinstance(result, Merged):
             needed = _imports_for(tree, ours, result.text, job.importable)
-            why = fits.problem(
+            why = _clash(needed, added) or fits.problem(
                 tree,
                 func,
                 ours,
@@ -107,8 +107,8 @@ def resync_file(
                 job.set_in,
             )
             if why:
-                result, needed = Conflict(f"merge refused where the copy lives: {why}"), []
-        outcomes.append(CopyOutcome(job.line, job.upstream, result, tuple(needed)))
+                result, needed = Conflict(f"merge refused where the copy lives: {why}"), {}
+        outcomes.append(CopyOutcome(job.line, job.upstream, result, tuple(sorted(set(needed.values())))))
         if isinstance(result, Merged):
             replaced.append((*function_span(func), result.text))
             added.update(needed)
@@ -117,18 +117,30 @@ def resync_file(
         lines[first - 1 : last] = new.splitlines(keepends=True)
     out = "".join(lines)
     if added:  # above every copy replaced, so their lines did not move it
-        out = imports.insert(out, sorted(added), _top_statement_line(tree, min(first for first, _, _ in replaced)))
+        first = _top_statement_line(tree, min(first for first, _, _ in replaced))
+        out = imports.insert(out, sorted(set(added.values())), first)
     return out, outcomes
 
 
-def _imports_for(module: ast.Module, ours: str, merged: str, importable: Mapping[str, str]) -> list[str]:
-    """The import statements that bind what the merged copy newly reads and the file lacks, where B's module
-    provides every such name; [] otherwise (then ``fits`` names what is missing)."""
+def _imports_for(module: ast.Module, ours: str, merged: str, importable: Mapping[str, str]) -> dict[str, str]:
+    """The import statement binding each name the merged copy newly reads and the file lacks, where B's module
+    provides every such name; {} otherwise (then ``fits`` names what is missing)."""
     mine, result = function_of(ours), function_of(merged)
     if mine is None or result is None:
-        return []
-    names = fits.new_globals(module, mine, result)
-    return (imports.wanted(names, importable) or []) if names else []
+        return {}
+    names = fits.new_globals(module, mine, result) or set()
+    if not names or any(n not in importable for n in names):
+        return {}
+    return {n: importable[n] for n in names}
+
+
+def _clash(needed: Mapping[str, str], added: Mapping[str, str]) -> str:
+    """Why one name cannot be imported for this copy: another copy in the file has it imported otherwise (their
+    two B modules bind it to different things, and the file can bind it once)."""
+    for name in sorted(needed):
+        if name in added and added[name] != needed[name]:
+            return f"B's function reads {name} as `{needed[name]}`, another copy in the file as `{added[name]}`"
+    return ""
 
 
 def _top_statement_line(module: ast.Module, line: int) -> int:

@@ -11,7 +11,7 @@ name bound twice depends on the order of the module's statements. The rest stay 
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from generator.judge.couplings.upstream import Definition, Resolver, bindings_of
 
@@ -135,10 +135,3 @@ def insert(text: str, statements: Sequence[str], before: int) -> str:
         lines[at - 1] += "\n"
     lines[at:at] = [f"{s}\n" for s in statements]
     return "".join(lines)
-
-
-def wanted(names: set[str], available: Mapping[str, str]) -> list[str] | None:
-    """The statements binding ``names``, in a fixed order; None when one of them has no provider."""
-    if any(n not in available for n in names):
-        return None
-    return sorted({available[n] for n in names})
