@@ -338,3 +338,28 @@ def test_the_same_change_on_both_sides_inside_an_else_block_goes_in_once() -> No
     ours = BRANCHY.replace(*both).replace("self.count += 1", "self.count += 2")
     theirs = BRANCHY.replace(*both).replace("if req.prefill:", "if req.is_prefill:")
     assert _merged(BRANCHY, ours, theirs) == ours.replace("if req.prefill:", "if req.is_prefill:")
+
+
+def test_an_edit_at_a_blocks_end_and_an_insertion_after_its_statement_both_go_in() -> None:
+    # Flat, both insert at one place; in blocks, the copy's is inside the `if` and upstream's after it.
+    base = "def f(x):\n    if x:\n        a()\n    b()\n"
+    ours = base.replace("        a()\n", "        a()\n        c()  # ours\n")
+    theirs = base.replace("    b()\n", "    d()\n    b()\n")
+    right = "def f(x):\n    if x:\n        a()\n        c()  # ours\n    d()\n    b()\n"
+    assert _merged(base, ours, theirs) == right
+    inside = "def f(x):\n    if x:\n        a()\n        c()  # ours\n        d()\n    b()\n"
+    before = "def f(x):\n    if x:\n        a()\n    d()\n    c()  # ours\n    b()\n"
+    assert problems(base, ours, theirs, inside) != ""
+    assert problems(base, ours, theirs, before) != ""
+    assert problems(base, ours, theirs, right) == ""
+
+
+def test_two_insertions_at_one_place_in_one_block_stay_a_conflict() -> None:
+    # Block by block they still meet: which goes first is a person's call.
+    base = "def f(x):\n    if x:\n        a()\n    b()\n"
+    ours = base.replace("        a()\n", "        a()\n        c()\n")
+    theirs = base.replace("        a()\n", "        a()\n        d()\n")
+    for order in ("c()\n        d()", "d()\n        c()"):
+        assert problems(base, ours, theirs, base.replace("a()\n", f"a()\n        {order}\n")) != ""
+    result = resync(base, ours, theirs)
+    assert isinstance(result, Conflict)

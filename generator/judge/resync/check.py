@@ -6,8 +6,9 @@ depth), and each side's changes against base are found again (``difflib``). The 
 sequence is base with every change of both sides applied; the result must be exactly it. So a
 result that passes holds every one of upstream's changes from A to B, none of the statements B
 removed, and every one of the copy's own edits, in their places. Where the two sides' changes
-touch the same statements at this flat level the check cannot say what the result should be,
-and refuses (the merge's result is then a conflict, never a write).
+touch the same statements at this flat level the check reads the four again block by block
+(``blockwise``), where changes in different blocks of one compound statement do not meet; where
+they meet there too, it refuses (the merge's result is then a conflict, never a write).
 
 Statements can combine cleanly and still not fit: upstream's new statement reads a local the copy
 no longer binds (a parameter or an assignment it removed). So the result must read no name
@@ -21,6 +22,7 @@ import difflib
 from collections.abc import Sequence
 
 from generator.judge import provenance
+from generator.judge.resync import blockwise
 
 
 def function_of(text: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
@@ -94,6 +96,8 @@ def expected(base: Sequence[int], ours: Sequence[int], theirs: Sequence[int]) ->
                 if pure_b
                 else (a1 < b2 and b1 < a2)
             )
+            if clash and pure_a and pure_b:
+                return f"both sides insert statements before base statement {a1 + 1}"
             if clash:
                 return f"both sides change base statements {min(a1, b1) + 1}..{max(a2, b2)}"
     changes = sorted(set(mine) | set(upstream), key=lambda c: (c[0], c[1] != c[0]))
@@ -109,22 +113,25 @@ def expected(base: Sequence[int], ours: Sequence[int], theirs: Sequence[int]) ->
 
 def problems(base: str, ours: str, theirs: str, result: str) -> str:
     """Empty when ``result`` is exactly base with ours' and theirs' changes; else the one-line reason."""
-    keys = [_keys(text) for text in (base, ours, theirs, result)]
+    funcs = [function_of(text) for text in (base, ours, theirs, result)]
     names = ("upstream's function at A", "the copy", "upstream's function at B", "the merged copy")
-    for name, found in zip(names, keys, strict=True):
-        if found is None:
+    parsed: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    for name, func in zip(names, funcs, strict=True):
+        if func is None:
             return f"{name} is not one function that parses"
-    b, o, t, r = (k for k in keys if k is not None)
+        parsed.append(func)
+    b, o, t, r = (provenance.reduce(func).keys for func in parsed)  # type: ignore[arg-type]
     want = expected(b, o, t)
     if isinstance(want, str):
-        return want
-    if want != r:
+        # Flat, two changes in different blocks can meet; read block by block, they may not.
+        nested = blockwise.expected(*parsed[:3])
+        if isinstance(nested, str) or nested != blockwise.flat([blockwise.item(parsed[3])]):
+            return want
+    elif want != r:
         diff = _changes(want, r)
         first = diff[0][0] + 1 if diff else 0
         return f"the merged copy is not base with both sides' changes (first difference at statement {first})"
-    mine, upstream, merged = (function_of(text) for text in (ours, theirs, result))
-    if mine is not None and upstream is not None and merged is not None:
-        new = unbound(merged) - unbound(mine) - unbound(upstream)
-        if new:
-            return f"the merged copy reads {', '.join(sorted(new))} which nothing in it binds (one side removed it)"
+    new = unbound(parsed[3]) - unbound(parsed[1]) - unbound(parsed[2])
+    if new:
+        return f"the merged copy reads {', '.join(sorted(new))} which nothing in it binds (one side removed it)"
     return ""
