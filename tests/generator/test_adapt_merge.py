@@ -363,3 +363,50 @@ def test_two_insertions_at_one_place_in_one_block_stay_a_conflict() -> None:
         assert problems(base, ours, theirs, base.replace("a()\n", f"a()\n        {order}\n")) != ""
     result = resync(base, ours, theirs)
     assert isinstance(result, Conflict)
+
+
+def test_a_with_the_copy_changed_in_a_replaced_run_takes_upstreams_statements_around_its_call() -> None:
+    # The copy changed the call inside the `with` and the statement after it (difflib's one replaced
+    # run); upstream timed the call. The `with` is the only one in the run on every side: it pairs.
+    base = (
+        "def load(self, cfg):\n    with dev:\n        model = self.create(cfg)\n"
+        '    log("loading")\n    self.load_weights(model)\n    return model\n'
+    )
+    ours = base.replace("self.create(cfg)", "init(cfg)  # ours").replace('log("loading")', "attach(model)")
+    theirs = base.replace(
+        "        model = self.create(cfg)\n",
+        "        t0 = now()\n        model = self.create(cfg)\n        log_time(t0)\n",
+    )
+    right = (
+        "def load(self, cfg):\n    with dev:\n        t0 = now()\n        model = init(cfg)  # ours\n"
+        "        log_time(t0)\n    attach(model)\n    self.load_weights(model)\n    return model\n"
+    )
+    assert _merged(base, ours, theirs) == right
+    outside = right.replace("        log_time(t0)\n    attach(model)\n", "    attach(model)\n    log_time(t0)\n")
+    assert problems(base, ours, theirs, outside) != ""
+
+
+def test_upstream_moving_a_statement_the_copy_removed_does_not_bring_it_back() -> None:
+    # In sequence: the same deletion on both sides, and upstream's insertion elsewhere. Counted, the
+    # merge would undo the copy's removal; no combination of the two sides holds it.
+    body = ["a()", "self.sync()", "b1()", "b2()", "b3()", "return c()"]
+    base = "def f(self):\n" + "".join(f"    {line}\n" for line in body)
+    ours = base.replace("    self.sync()\n", "")
+    theirs = base.replace("    self.sync()\n", "").replace("    return c()\n", "    self.sync()\n    return c()\n")
+    back = ours.replace("    return c()\n", "    self.sync()\n    return c()\n")
+    assert "self.sync()" in problems(base, ours, theirs, back)
+    result = resync(base, ours, theirs)
+    assert isinstance(result, Conflict) and "self.sync()" in result.reason
+
+
+def test_upstream_turning_an_if_into_the_else_of_another_is_no_merge_when_the_copy_removed_it() -> None:
+    # The copy removed the second branch; upstream made it the first one's `else`. Read by blocks, both
+    # delete the second `if` and upstream adds an else: the branch the copy removed would come back.
+    base = (
+        "def parse(x, y):\n    if x is not None:\n        return wrap(x)\n"
+        "    if y is not None:\n        return embed(y)\n"
+    )
+    ours = base.replace("    if y is not None:\n        return embed(y)\n", "").replace("wrap(x)", "wrap(check(x))")
+    theirs = base.replace("    if y is not None:\n", "    else:\n")
+    result = resync(base, ours, theirs)
+    assert isinstance(result, Conflict) and "embed(y)" in result.reason

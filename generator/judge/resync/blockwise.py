@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import copy
 import difflib
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -75,12 +76,45 @@ def flat(items: Sequence[Item], depth: int = 0) -> list[tuple[int, str]]:
     return out
 
 
+def heads(node: ast.AST) -> Counter[str]:
+    """How often each statement stands in a function at any depth (a compound one by its header)."""
+    return Counter(head for _, head in flat([item(node)]) if head not in _FIELDS)
+
+
+def spelled(key: str, *funcs: ast.AST) -> str:
+    """The first line of the statement whose header is ``key``, for a reason a person reads."""
+    for func in funcs:
+        for node in ast.walk(func):
+            if isinstance(node, (ast.stmt, ast.excepthandler)) and item(node).head == key:
+                return ast.unparse(node).splitlines()[0]
+    return "a statement"
+
+
 Change = tuple[int, int, tuple[Item, ...]]  # base range [first, last) replaced by the side's items
 
 
 def _changes(base: Sequence[Item], side: Sequence[Item]) -> list[Change]:
+    """The side's changes; in a replaced run, a compound statement whose header is the only one of its
+    kind in the run on both sides is a change of its own (changed inside), so the other side's change
+    inside it can be read there. A header found twice could pair either way: the run stays whole."""
     matcher = difflib.SequenceMatcher(None, [i.key for i in base], [i.key for i in side], autojunk=False)
-    return [(i1, i2, tuple(side[j1:j2])) for op, i1, i2, j1, j2 in matcher.get_opcodes() if op != "equal"]
+    out: list[Change] = []
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            continue
+        old, new = base[i1:i2], side[j1:j2]
+        heads = [h.head for h in (*old, *new) if h.opened]
+        unique = {h for h in heads if heads.count(h) == 2 and sum(i.head == h for i in old) == 1}
+        tags = (
+            [i.head if i.head in unique else f"{k}<" for k, i in enumerate(old)],
+            [i.head if i.head in unique else f"{k}>" for k, i in enumerate(new)],
+        )
+        for sub, a1, a2, b1, b2 in difflib.SequenceMatcher(None, *tags, autojunk=False).get_opcodes():
+            if sub == "equal":
+                out += [(i1 + a1 + k, i1 + a1 + k + 1, (new[b1 + k],)) for k in range(a2 - a1)]
+            else:
+                out.append((i1 + a1, i1 + a2, tuple(new[b1:b2])))
+    return out
 
 
 def _meet(a: Change, b: Change) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+from collections import Counter
 from collections.abc import Sequence
 
 from generator.judge import provenance
@@ -111,6 +112,20 @@ def expected(base: Sequence[int], ours: Sequence[int], theirs: Sequence[int]) ->
     return tuple(out)
 
 
+def _recounted(base: Counter[str], ours: Counter[str], theirs: Counter[str], result: Counter[str]) -> str | None:
+    """None when the result holds each statement as often as base with both sides' changes to its count,
+    else the first statement (its header) that it does not.
+
+    In sequence a change can look clean and still undo one side: upstream moves a statement the copy
+    removed, and the sequences see a deletion both sides made and upstream's insertion elsewhere. Counted,
+    the copy's removal is gone. The same change of a count on both sides counts once."""
+    for key in sorted(base.keys() | ours.keys() | theirs.keys() | result.keys()):
+        own, upstream = ours[key] - base[key], theirs[key] - base[key]
+        if result[key] != base[key] + (own if own == upstream else own + upstream):
+            return key
+    return None
+
+
 def problems(base: str, ours: str, theirs: str, result: str) -> str:
     """Empty when ``result`` is exactly base with ours' and theirs' changes; else the one-line reason."""
     funcs = [function_of(text) for text in (base, ours, theirs, result)]
@@ -131,6 +146,10 @@ def problems(base: str, ours: str, theirs: str, result: str) -> str:
         diff = _changes(want, r)
         first = diff[0][0] + 1 if diff else 0
         return f"the merged copy is not base with both sides' changes (first difference at statement {first})"
+    miscounted = _recounted(*(blockwise.heads(func) for func in parsed))
+    if miscounted is not None:
+        line = blockwise.spelled(miscounted, *parsed)
+        return f"the merged copy holds `{line}` as often as no combination of both sides' changes does"
     new = unbound(parsed[3]) - unbound(parsed[1]) - unbound(parsed[2])
     if new:
         return f"the merged copy reads {', '.join(sorted(new))} which nothing in it binds (one side removed it)"
