@@ -410,3 +410,12 @@ def test_upstream_turning_an_if_into_the_else_of_another_is_no_merge_when_the_co
     theirs = base.replace("    if y is not None:\n", "    else:\n")
     result = resync(base, ours, theirs)
     assert isinstance(result, Conflict) and "embed(y)" in result.reason
+
+
+def test_a_return_each_side_added_in_its_own_place_both_go_in() -> None:
+    # Counted, `return` went 0 -> 1 on both sides: one change or two, only the sequences can say.
+    base = "def f(self, x):\n    if x.a:\n        self.a()\n    self.b()\n"
+    ours = base.replace("    if x.a:\n", "    if x.skip:\n        return\n    if x.a:\n")
+    theirs = base.replace("    self.b()\n", "    if x.done:\n        return\n    self.b()\n")
+    want = ours.replace("    self.b()\n", "    if x.done:\n        return\n    self.b()\n")
+    assert _merged(base, ours, theirs) == want

@@ -113,15 +113,18 @@ def expected(base: Sequence[int], ours: Sequence[int], theirs: Sequence[int]) ->
 
 
 def _recounted(base: Counter[str], ours: Counter[str], theirs: Counter[str], result: Counter[str]) -> str | None:
-    """None when the result holds each statement as often as base with both sides' changes to its count,
-    else the first statement (its header) that it does not.
+    """None when each statement whose count one side alone changed is in the result that side's number of
+    times, and each whose count neither changed is as in base; else the first (its header) that is not.
 
     In sequence a change can look clean and still undo one side: upstream moves a statement the copy
-    removed, and the sequences see a deletion both sides made and upstream's insertion elsewhere. Counted,
-    the copy's removal is gone. The same change of a count on both sides counts once."""
+    removed, and the sequences see a deletion both sides made and upstream's insertion elsewhere.
+    Counted, only the copy changed how often it stands, and the result must not hold it. A count both
+    sides changed is left to the sequences: two new ``return`` lines may be one change or two."""
     for key in sorted(base.keys() | ours.keys() | theirs.keys() | result.keys()):
         own, upstream = ours[key] - base[key], theirs[key] - base[key]
-        if result[key] != base[key] + (own if own == upstream else own + upstream):
+        if own and upstream:
+            continue
+        if result[key] != base[key] + own + upstream:
             return key
     return None
 
