@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 # The fields that hold a compound statement's blocks, in source order. A ``match``'s cases are not
 # opened: they are part of its key and header alike, so a change in one is a change of the whole.
+# The kinds opened are listed again rather than taken from ``merge``: the check shares nothing with it.
 _FIELDS = ("body", "handlers", "orelse", "finalbody")
 _OPENED = (
     ast.If,
