@@ -66,7 +66,7 @@ def adapt(
         write.apply(plan)
     for line in lines(plan, written=not dry_run):
         click.echo(line, err=dry_run)
-    if (left := work_left(plan)) is not None:
+    if (left := work_left(plan, written=not dry_run)) is not None:
         raise left
 
 

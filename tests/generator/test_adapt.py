@@ -92,7 +92,8 @@ def test_census_dates_the_merged_copy_b(tree: Path) -> None:
 def test_dry_run_prints_the_diff_and_writes_nothing(tree: Path) -> None:
     before = snapshot(tree)
     code, out, err = _adapt(tree, "--dry-run")
-    assert code == 1 and _error_lines(err) == [WORK_LEFT]  # the code the real run gives
+    # the code the real run gives, and its line in the conditional: nothing was written
+    assert code == 1 and _error_lines(err) == [WORK_LEFT.replace(" wrote what", " would write what")]
     assert snapshot(tree) == before
     assert "+from vllm.core.helper import Helper as H\n" in out
     assert "+    out.sort(key=lambda r: r.priority)\n" in out

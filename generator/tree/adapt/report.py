@@ -37,8 +37,9 @@ def lines(plan: Plan, *, written: bool) -> list[str]:
     return out
 
 
-def work_left(plan: Plan) -> WorkLeft | None:
-    """The one line ``adapt`` exits 1 with when a person has work left (None: nothing is)."""
+def work_left(plan: Plan, *, written: bool = True) -> WorkLeft | None:
+    """The one line ``adapt`` exits 1 with when a person has work left (None: nothing is); a dry run
+    says what the real run would have written."""
     work = plan.work
     if not work:
         return None
@@ -47,7 +48,8 @@ def work_left(plan: Plan) -> WorkLeft | None:
         kinds[left.kind] = kinds.get(left.kind, 0) + 1
     counted = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
     return WorkLeft(
-        f"adapt {plan.old} -> {plan.new} wrote what it could and left {len(work)} for a person ({counted}; "
+        f"adapt {plan.old} -> {plan.new} {'wrote' if written else 'would write'} what it could and left "
+        f"{len(work)} for a person ({counted}; "
         "listed above as `left`): resolve them in the tree, then run `impact` again"
     )
 
