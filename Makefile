@@ -184,8 +184,8 @@ downstream-suite: $(VENV)/.dev-installed
 # Not in CI: `adapt` judged by what plugins' maintainers wrote at their next release (docs/adapt.md, "Judged by
 # the maintainers' next releases"): vllm-ascend 0.28.0rc1 -> 0.29.0rc1 -> 0.30.0rc1 and tpu-inference 0.30.0 ->
 # 0.31.0 -> 0.32.0 (their sdists, cached), adapt on a fresh copy of each P_A compared with P_B; then vllm-ascend
-# 0.30.0rc2 adapted to v0.33.0 and read again at B. Writes benchmarks/results/adapt-history.{json,md}; reads the
-# index. ADAPT_HISTORY_ARGS=--reuse judges the kept runs (build/adapt-history) again without running the tool.
+# 0.30.0rc2 adapted to v0.33.0 and vllm-kunlun 0.11.1 to v0.12.0, each read again at B. Writes
+# benchmarks/results/adapt-history.{json,md}; reads the index. ADAPT_HISTORY_ARGS=--reuse judges the kept runs (build/adapt-history) again without running the tool.
 ADAPT_HISTORY_ARGS ?=
 .PHONY: adapt-history
 adapt-history: $(VENV)/.dev-installed

@@ -23,8 +23,12 @@ PAIRS = (
     Pair("tpu-inference", "0.30.0", "0.31.0"),
     Pair("tpu-inference", "0.31.0", "0.32.0"),
 )
-# No release of theirs at B yet: adapt's tree is read at B by impact, nothing compared with P_B.
-REACH = Pair("vllm-ascend", "0.30.0rc2", None, "v0.33.0")
+# No release of theirs at B yet: adapt's tree is read at B by impact, nothing compared with P_B; every
+# copy adapt re-synced is still checked again. vllm-kunlun publishes one release: a third plugin's tree.
+REACHES = (
+    Pair("vllm-ascend", "0.30.0rc2", None, "v0.33.0"),
+    Pair("vllm-kunlun", "0.11.1", None, "v0.12.0"),
+)
 RUNS = "runs.json"
 
 
@@ -100,7 +104,7 @@ def one(pair: Pair, work: Path, say: Any, reuse: bool) -> dict[str, Any]:
 
 def everything(work: Path, say: Any, only: str | None = None, reuse: bool = False) -> dict[str, Any]:
     started = time.monotonic()
-    pairs = [p for p in (*PAIRS, REACH) if only is None or only in f"{p.project}-{p.old}"]
+    pairs = [p for p in (*PAIRS, *REACHES) if only is None or only in f"{p.project}-{p.old}"]
     results = [one(p, work, say, reuse) for p in pairs]
     # With --reuse the tool did not run: the wall time is the judging's alone, and says so.
     return {"pairs": results, "measured": {"wall_seconds": round(time.monotonic() - started), "reused_runs": reuse}}
