@@ -8,6 +8,7 @@ loopback index (``local_index``), as for ``impact``.
 from __future__ import annotations
 
 import ast
+import json
 import os
 from pathlib import Path
 
@@ -213,3 +214,76 @@ def test_a_mock_of_the_trees_own_name_is_no_work(tmp_path: Path, local_index: di
     assert "tests/test_own.py" not in out
     assert (root / "tests/test_own.py").read_text() == own
     assert (root / "pkg/use.py").read_text() == AFTER_USE
+
+
+def test_a_copy_of_a_method_whose_class_moved_is_re_synced_and_its_import_rewritten(
+    tmp_path: Path, local_index: dict[str, bytes]
+) -> None:
+    """B moves ``Worker`` (and its ``step``) to another module and changes ``step``; the plugin's subclass
+    copies ``step`` with an edit of its own. Both go in: the import names B's module, the copy B's change."""
+    worker_a = (
+        "class Worker:\n"
+        "    def step(self, batch):\n"
+        "        done = []\n"
+        "        for req in batch:\n"
+        "            done.append(req)\n"
+        "        self.count = len(done)\n"
+        "        return done\n"
+    )
+    counted = "        self.count = len(done)\n"
+    worker_b = worker_a.replace(counted, counted + "        self.steps += 1\n")
+    publish_releases(local_index, a={"vllm/engine/worker.py": worker_a}, b={"vllm/engine/runner.py": worker_b})
+    root = write_plugin(tmp_path / "plugin")
+    plugin = (
+        "from vllm.engine.worker import Worker\n\n\n"
+        "class NpuWorker(Worker):\n"
+        "    def step(self, batch):\n"
+        "        done = []\n"
+        "        for req in batch:\n"
+        "            req.to_npu()  # plugin: the device\n"
+        "            done.append(req)\n"
+        "        self.count = len(done)\n"
+        "        return done\n"
+    )
+    write_files(root, {"pkg/worker.py": plugin})
+    code, out, err = _adapt(root)
+    assert code == 1, err  # the schedule() copy of the shared tree is a conflict; the rest is written
+    want = plugin.replace("from vllm.engine.worker import", "from vllm.engine.runner import")
+    want = want.replace(counted, counted + "        self.steps += 1\n")
+    assert (root / "pkg/worker.py").read_text() == want
+    assert "re-synced pkg/worker.py:5" in out
+
+
+def test_a_class_of_the_same_name_with_other_members_is_not_where_it_moved(
+    tmp_path: Path, local_index: dict[str, bytes]
+) -> None:
+    """A class gone from its module is found elsewhere at B by its members' names when every method
+    changed; a class that only shares the name (other members) is not it: the name is removed."""
+    cache_a = "class Pool:\n    def take(self):\n        return 1\n\n    def give(self, x):\n        self.x = x\n"
+    moved_b = "class Pool:\n    def take(self):\n        return 2\n\n    def give(self, x):\n        self.y = x\n"
+    other_b = "class Pool:\n    def connect(self):\n        return 0\n\n    def close(self):\n        pass\n"
+    publish_releases(
+        local_index,
+        a={"vllm/mem/cache.py": cache_a, "vllm/net/__init__.py": ""},
+        b={"vllm/mem/pools.py": moved_b, "vllm/net/__init__.py": "", "vllm/net/conn.py": other_b},
+    )
+    root = write_plugin(tmp_path / "plugin")
+    write_files(root, {"pkg/pool.py": "from vllm.mem.cache import Pool\n"})
+    result = CliRunner().invoke(
+        main, ["--root", str(root), "impact", "--from", "v1.0.0", "--to", "v1.1.0", "--format", "json"]
+    )
+    assert result.exit_code == 0, result.stderr
+    symbol = json.loads(result.stdout)["symbols"]["vllm.mem.cache.Pool"]
+    assert symbol["status"] == "moved" and symbol["moved_to"] == "vllm.mem.pools.Pool"
+    # The same tree when B has only the other Pool: nothing of the old one is left.
+    local_index.clear()
+    publish_releases(
+        local_index,
+        a={"vllm/mem/cache.py": cache_a, "vllm/net/__init__.py": ""},
+        b={"vllm/net/__init__.py": "", "vllm/net/conn.py": other_b},
+    )
+    result = CliRunner().invoke(
+        main, ["--root", str(root), "impact", "--from", "v1.0.0", "--to", "v1.1.0", "--format", "json", "--refresh"]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["symbols"]["vllm.mem.cache.Pool"]["status"] == "removed"

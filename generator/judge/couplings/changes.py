@@ -35,6 +35,8 @@ STATUSES = (REMOVED, MOVED, CHANGED, ADDED, REDUNDANT, UNRESOLVED, UNCHANGED)  #
 
 # A candidate for where a removed name went must be at least this much like it (statements in common).
 MOVED_LIKENESS = 0.3
+# Or, for a class, at least this much of its members' names in common.
+MOVED_BY_MEMBERS = 0.5
 _TOP_LEVEL = re.compile(r"^(?:async[ \t]+def|def|class)[ \t]+(\w+)|^(\w+)[ \t]*(?::[^=\n]*)?=(?!=)", re.M)
 
 
@@ -272,7 +274,16 @@ def _likeness(a: Definition, b: Definition) -> float:
             return [reading.dump(s) for s in _without_docstring(body)]
         return [reading.dump(node)] if node is not None else []
 
-    return difflib.SequenceMatcher(None, statements(a), statements(b), autojunk=False).ratio()
+    likeness = difflib.SequenceMatcher(None, statements(a), statements(b), autojunk=False).ratio()
+    old, new = a.node, b.node
+    if isinstance(old, ast.ClassDef) and isinstance(new, ast.ClassDef):
+        # A class that moved whole and changed its methods too shares no method's statements; its
+        # members' names it keeps. Held to more of them: a name alone says less than a statement.
+        names = sorted(_members(old.body)), sorted(_members(new.body))
+        by_name = difflib.SequenceMatcher(None, *names, autojunk=False).ratio()
+        if by_name >= MOVED_BY_MEMBERS:
+            likeness = max(likeness, by_name)
+    return likeness
 
 
 def judge(name: str, old: Resolution, new: Resolution, a: Resolver, b: Resolver, mover: Mover) -> Change:
