@@ -12,19 +12,16 @@ from __future__ import annotations
 
 import ast
 
+from generator.judge.resync.merge import Unmergeable, parse_function
+
 
 def _function(text: str) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, int] | None:
     """The one function ``text`` holds and the line offset of its parse (1 when it was indented)."""
-    first = next((line for line in text.splitlines() if line.strip()), "")
-    offset = 1 if first[:1] in (" ", "\t") else 0
     try:
-        module = ast.parse(("if True:\n" if offset else "") + text)
-    except (SyntaxError, ValueError):
+        side = parse_function(text)
+    except Unmergeable:
         return None
-    body = module.body[0].body if offset and isinstance(module.body[0], ast.If) else module.body
-    if len(body) != 1 or not isinstance(body[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return None
-    return body[0], offset
+    return side.func, side.offset
 
 
 def _docstring(func: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Expr | None:

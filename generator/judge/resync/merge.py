@@ -126,12 +126,17 @@ def _header_end(side: Side, node: Node) -> int:
     return max(ends)
 
 
-def _header_dump(node: Node) -> str:
+def header(node: Node) -> Node:
+    """A shallow copy of the statement without its blocks: a compound statement's own expressions."""
     head = copy.copy(node)
     for field in _BLOCKS:
         if isinstance(getattr(head, field, None), list):
             setattr(head, field, [])
-    return ast.dump(head)
+    return head
+
+
+def _header_dump(node: Node) -> str:
+    return ast.dump(header(node))
 
 
 def _indent_of(side: Side, node: Node) -> str:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from generator.judge.couplings import signatures
 from generator.judge.couplings.sites import self_assigned, super_calls
 from generator.judge.resync.check import function_of, unbound
+from generator.judge.resync.merge import header
 
 _MODULE_NAMES = frozenset(dir(builtins)) | {"__name__", "__file__", "__doc__", "__spec__", "__package__", "__path__"}
 Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -118,10 +119,10 @@ def rebound(
     new = _new_statements(mine, result)
     free = unbound(result)
     defined = {n.name: n for n in module.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-    for header in new:
-        calls = {id(n.func): n for n in ast.walk(header) if isinstance(n, ast.Call)}
-        attributes = {id(n.value) for n in ast.walk(header) if isinstance(n, ast.Attribute)}
-        for node in ast.walk(header):
+    for head in new:
+        calls = {id(n.func): n for n in ast.walk(head) if isinstance(n, ast.Call)}
+        attributes = {id(n.value) for n in ast.walk(head) if isinstance(n, ast.Attribute)}
+        for node in ast.walk(head):
             if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in free):
                 continue
             if (id(node) not in calls and id(node) not in attributes) or (pair := differ(node.id)) is None:
@@ -147,18 +148,18 @@ def _signature(node: ast.AST | None) -> signatures.Signature | None:
     return None
 
 
-def _new_statements(mine: Function, result: Function) -> list[ast.stmt]:
+def _new_statements(mine: Function, result: Function) -> list[ast.AST]:
     """The result's statements the copy does not have, each by its header (a compound statement's own
     expressions, not its blocks')."""
-    kept = Counter(ast.dump(_header(s)) for s in _statements(mine))
-    out: list[ast.stmt] = []
+    kept = Counter(ast.dump(header(s)) for s in _statements(mine))
+    out: list[ast.AST] = []
     for stmt in _statements(result):
-        header = _header(stmt)
-        key = ast.dump(header)
+        head = header(stmt)
+        key = ast.dump(head)
         if kept[key]:
             kept[key] -= 1
         else:
-            out.append(header)
+            out.append(head)
     return out
 
 
@@ -166,15 +167,6 @@ def _statements(func: Function) -> Iterator[ast.stmt]:
     for node in ast.walk(func):
         if isinstance(node, ast.stmt) and node is not func:
             yield node
-
-
-def _header(stmt: ast.stmt) -> ast.stmt:
-    """The statement without its blocks (``body``, ``orelse``, ``finalbody``, handlers, cases)."""
-    shown = copy.copy(stmt)
-    for block in ("body", "orelse", "finalbody", "handlers", "cases"):
-        if isinstance(getattr(shown, block, None), list):
-            setattr(shown, block, [])
-    return shown
 
 
 def new_globals(module: ast.Module, mine: Function, result: Function) -> set[str] | None:

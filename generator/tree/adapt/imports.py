@@ -11,7 +11,7 @@ name bound twice depends on the order of the module's statements. The rest stay 
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from generator.judge.couplings.upstream import Definition, Resolver, bindings_of
 
@@ -23,7 +23,7 @@ def providers(resolver: Resolver, module: str) -> dict[str, str]:
         return {}
     package = module if found.is_package else module.rpartition(".")[0]
     out: dict[str, str] = {}
-    for name, node in _once_at_top(found.tree):
+    for name, node in _once_at_top(found.tree, found.bindings):
         statement = _statement(node, name, module, package)
         if statement is not None:
             out[name] = statement
@@ -37,7 +37,7 @@ class Bindings:
 
     def __init__(self, resolver: Resolver, tree: ast.Module, module: str, *, package: bool = False) -> None:
         self._resolver = resolver
-        self._tree = dict(_once_at_top(tree))
+        self._tree = dict(_once_at_top(tree, bindings_of(tree.body)))
         self._module = module
         self._package = module if package else module.rpartition(".")[0]  # what its relative imports start from
         self._asked: dict[tuple[str, str], tuple[str, str] | None] = {}
@@ -65,29 +65,32 @@ class Bindings:
         ours = _origin(self._resolver, node, name, self._module, package)
         if not ours:  # the tree's own: what it defines, or imports from its modules or a third party
             statement = _statement(node, name, self._module, package) or ""
-            source, _, rest = statement.removeprefix("from ").partition(" import ")
-            ours = f"{source}.{rest.split(' as ')[0]}" if rest else f"{self._module}.{name}"
+            ours = _dotted(statement) if statement.startswith("from ") else f"{self._module}.{name}"
         return (theirs, ours) if ours != theirs else None
 
 
-def _once_at_top(tree: ast.Module) -> list[tuple[str, ast.AST]]:
-    """The names a module binds once, by a statement at its top (not under an ``if`` or a ``try``)."""
+def _once_at_top(tree: ast.Module, bindings: Mapping[str, Sequence[ast.AST]]) -> list[tuple[str, ast.AST]]:
+    """The names a module binds once, by a statement at its top (not under an ``if`` or a ``try``); ``bindings``
+    its ``bindings_of`` (the resolver keeps a vLLM module's)."""
     top = {id(stmt) for stmt in tree.body}
-    return [
-        (name, nodes[0]) for name, nodes in bindings_of(tree.body).items() if len(nodes) == 1 and id(nodes[0]) in top
-    ]
+    return [(name, nodes[0]) for name, nodes in bindings.items() if len(nodes) == 1 and id(nodes[0]) in top]
 
 
 def _origin(resolver: Resolver, node: ast.AST, name: str, module: str, package: str) -> str:
     statement = _statement(node, name, module, package)
     if statement is None or not statement.startswith("from "):
         return ""
-    source, _, rest = statement.removeprefix("from ").partition(" import ")
-    dotted = f"{source}.{rest.split(' as ')[0]}"
+    dotted = _dotted(statement)
     if dotted.split(".")[0] != "vllm":
         return ""
     found = resolver.resolve(dotted)
     return found.name if isinstance(found, Definition) else dotted
+
+
+def _dotted(statement: str) -> str:
+    """``from a.b import c as d`` -> ``a.b.c``: the object a from-import binds."""
+    source, _, rest = statement.removeprefix("from ").partition(" import ")
+    return f"{source}.{rest.split(' as ')[0]}"
 
 
 def _statement(node: ast.AST, name: str, module: str, package: str) -> str | None:

@@ -203,24 +203,26 @@ def _copy(
     )
 
 
+def _owner(resolver: Resolver, method: Definition | None) -> Definition | None:
+    """B's class of a copied method; None for a function."""
+    if method is None or "." not in method.qualname:
+        return None
+    owner = resolver.resolve(method.name.rpartition(".")[0])
+    return owner if isinstance(owner, Definition) and owner.kind == "class" else None
+
+
 def _class_of(resolver: Resolver, method: Definition | None) -> tuple[frozenset[str] | None, frozenset[str], str]:
     """What B's class of a copied method gives its instances (inherited.provides), and its own name."""
-    if method is None or "." not in method.qualname:
-        return None, frozenset(), ""
-    owner = resolver.resolve(method.name.rpartition(".")[0])
-    if not isinstance(owner, Definition) or owner.kind != "class":
+    owner = _owner(resolver, method)
+    if owner is None:
         return None, frozenset(), ""
     return (*inherited.provides(resolver, owner), owner.qualname.rpartition(".")[2])
 
 
 def _set_in(resolver: Resolver, method: Definition | None) -> dict[str, frozenset[str]]:
     """What B's class of a copied method assigns on ``self`` in its other methods (inherited.set_in_methods)."""
-    if method is None or "." not in method.qualname:
-        return {}
-    owner = resolver.resolve(method.name.rpartition(".")[0])
-    if not isinstance(owner, Definition) or owner.kind != "class":
-        return {}
-    return inherited.set_in_methods(resolver, owner)
+    owner = _owner(resolver, method)
+    return {} if owner is None else inherited.set_in_methods(resolver, owner)
 
 
 def _file(
