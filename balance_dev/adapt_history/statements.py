@@ -4,7 +4,10 @@ Written with stdlib ``ast`` apart from ``generator.judge.resync`` on purpose: th
 merge, so they must not share its reading. A function is the sequence of its statements, a compound
 statement standing for its header (its child blocks emptied) followed by the statements of those
 blocks; the ``def`` itself is one statement (name, arguments, decorators, return annotation), and a
-docstring is none. Keys are ``ast.dump`` without positions, so formatting and comments never count.
+docstring is none. Keys are ``ast.dump`` without positions, so formatting and comments never count,
+nor how an annotation is spelled: ``Optional[X]``/``Union[X, Y]``/``List[X]`` read as ``X | None``/
+``X | Y``/``list[X]`` (the same to a type checker; vLLM respelled its annotations so, and a copy taken
+before did not).
 """
 
 from __future__ import annotations
@@ -91,7 +94,47 @@ def _keys(body: Sequence[ast.AST], *, skip_docstring: bool) -> Iterator[str]:
 
 def keys(func: ast.AST) -> list[str]:
     """The function as its flat statement keys: its ``def`` line first, docstrings left out."""
-    return list(_keys([func], skip_docstring=False))
+    return list(_keys([_respelled(func)], skip_docstring=False))
+
+
+_GENERICS = {"List": "list", "Dict": "dict", "Tuple": "tuple", "Set": "set", "FrozenSet": "frozenset", "Type": "type"}
+
+
+def _respelled(func: ast.AST) -> ast.AST:
+    """A copy of ``func`` whose annotations (parameters', returns', annotated assignments') use ``|`` and
+    the builtin generics."""
+    out = copy.deepcopy(func)
+    for node in ast.walk(out):
+        for field in ("annotation", "returns"):
+            value = getattr(node, field, None)
+            if isinstance(value, ast.expr):
+                setattr(node, field, _meaning(value))
+    return out
+
+
+def _meaning(expr: ast.expr) -> ast.expr:
+    for field, value in ast.iter_fields(expr):
+        if isinstance(value, ast.expr):
+            setattr(expr, field, _meaning(value))
+        elif isinstance(value, list):
+            setattr(expr, field, [_meaning(v) if isinstance(v, ast.expr) else v for v in value])
+    if not isinstance(expr, ast.Subscript):
+        return expr
+    head = expr.value
+    name = head.id if isinstance(head, ast.Name) else head.attr if isinstance(head, ast.Attribute) else ""
+    if isinstance(head, ast.Attribute) and not (isinstance(head.value, ast.Name) and head.value.id == "typing"):
+        return expr
+    members = list(expr.slice.elts) if isinstance(expr.slice, ast.Tuple) else [expr.slice]
+    if name == "Optional":
+        members = [expr.slice, ast.Constant(None)]
+    if name in ("Optional", "Union"):
+        joined = members[0]
+        for member in members[1:]:
+            joined = ast.BinOp(joined, ast.BitOr(), member)
+        return joined
+    if name in _GENERICS:
+        return ast.Subscript(ast.Name(_GENERICS[name], ast.Load()), expr.slice, ast.Load())
+    return expr
 
 
 def plain(func: ast.AST) -> tuple[str, ...]:

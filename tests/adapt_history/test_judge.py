@@ -449,3 +449,14 @@ def test_a_version_guard_the_maintainers_dropped_is_their_rewrite() -> None:
     ]
     untouched = names.compare(p_a, p_a, {"plug/g.py": "from vllm.b import Name\n"}, p_a, AT_A.get, AT_B.get)
     assert [(r.maintainers, r.adapt, r.outcome) for r in untouched] == [("vllm.b.Name", None, "adapt-left")]
+
+
+def test_an_annotation_is_read_for_what_it_means_and_code_as_written() -> None:
+    old = (
+        "def f(x: Optional[int], y: typing.Union[str, None] = None) -> List[Dict[str, int]]:\n"
+        "    z: Optional[int] = g(Optional[int])\n"
+    )
+    new = "def f(x: int | None, y: str | None = None) -> list[dict[str, int]]:\n    z: int | None = g(Optional[int])\n"
+    assert _keys(old) == _keys(new)
+    assert _keys(old) != _keys(new.replace("g(Optional[int])", "g(int | None)"))
+    assert _keys(old) != _keys(new.replace("y: str | None", "y: str"))

@@ -287,3 +287,66 @@ def test_a_class_of_the_same_name_with_other_members_is_not_where_it_moved(
     )
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["symbols"]["vllm.mem.cache.Pool"]["status"] == "removed"
+
+
+def test_copies_spelled_before_vllm_respelled_its_annotations(tmp_path: Path, local_index: dict[str, bytes]) -> None:
+    """B respells ``rank``'s annotations only, and gives ``pick`` a new parameter and a new statement; the
+    plugin copied both with ``Optional``/``List`` and edits of its own. ``pick`` is re-synced with B's
+    signature and the copy's edit, ``rank`` is left as it is and reported as unchanged."""
+    picker_a = (
+        "from typing import List, Optional\n\n\n"
+        "def pick(reqs: List[int], limit: Optional[int] = None) -> Optional[int]:\n"
+        "    assert all(r >= 0 for r in reqs)\n"
+        "    seen = set(reqs)\n"
+        "    ordered = sorted(reqs)\n"
+        "    if limit is not None:\n"
+        "        ordered = ordered[:limit]\n"
+        "    ordered = [r for r in ordered if r in seen]\n"
+        "    return ordered[0] if ordered else None\n\n\n"
+        "def rank(reqs: List[int], weight: Optional[float] = None) -> List[int]:\n"
+        "    assert all(r >= 0 for r in reqs)\n"
+        "    seen = set(reqs)\n"
+        "    scale = weight or 1.0\n"
+        "    scored = [r * scale for r in reqs]\n"
+        "    scored = [s if r in seen else 0 for r, s in zip(reqs, scored)]\n"
+        "    return sorted(range(len(reqs)), key=scored.__getitem__)\n"
+    )
+    picker_b = (
+        picker_a.replace("from typing import List, Optional\n", "")
+        .replace("List[int]", "list[int]")
+        .replace("Optional[int]", "int | None")
+        .replace("Optional[float]", "float | None")
+        .replace("limit: int | None = None)", "limit: int | None = None, reverse: bool = False)")
+        .replace("    ordered = sorted(reqs)\n", "    ordered = sorted(reqs, reverse=reverse)\n")
+    )
+    publish_releases(local_index, a={"vllm/core/__init__.py": "", "vllm/core/picker.py": picker_a}, b={"vllm/core/picker.py": picker_b})
+    root = write_plugin(tmp_path / "plugin")
+    plugin = (
+        "from typing import List, Optional\n\n\n"
+        "def pick(reqs: List[int], limit: Optional[int] = None) -> Optional[int]:\n"
+        "    assert all(r >= 0 for r in reqs)\n"
+        "    seen = set(reqs)\n"
+        "    ordered = sorted(reqs)\n"
+        "    if limit is not None:\n"
+        "        ordered = ordered[: min(limit, 8)]  # plugin: the device holds 8\n"
+        "    ordered = [r for r in ordered if r in seen]\n"
+        "    return ordered[0] if ordered else None\n\n\n"
+        "def rank(reqs: List[int], weight: Optional[float] = None) -> List[int]:\n"
+        "    assert all(r >= 0 for r in reqs)\n"
+        "    seen = set(reqs)\n"
+        "    scale = weight or 2.0  # plugin: favour the long ones\n"
+        "    scored = [r * scale for r in reqs]\n"
+        "    scored = [s if r in seen else 0 for r, s in zip(reqs, scored)]\n"
+        "    return sorted(range(len(reqs)), key=scored.__getitem__)\n"
+    )
+    write_files(root, {"pkg/picker.py": plugin})
+    code, out, err = _adapt(root)
+    assert code == 1, err  # the schedule() copy of the shared tree is a conflict; the rest is written
+    want = plugin.replace(
+        "def pick(reqs: List[int], limit: Optional[int] = None) -> Optional[int]:\n",
+        "def pick(reqs: list[int], limit: int | None = None, reverse: bool = False) -> int | None:\n",
+    ).replace("    ordered = sorted(reqs)\n", "    ordered = sorted(reqs, reverse=reverse)\n"
+    )
+    assert (root / "pkg/picker.py").read_text() == want, out
+    assert "re-synced pkg/picker.py:4 vllm.core.picker.pick" in out
+    assert "left unchanged pkg/picker.py:14 vllm.core.picker.rank" in out

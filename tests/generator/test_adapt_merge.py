@@ -419,3 +419,52 @@ def test_a_return_each_side_added_in_its_own_place_both_go_in() -> None:
     theirs = base.replace("    self.b()\n", "    if x.done:\n        return\n    self.b()\n")
     want = ours.replace("    self.b()\n", "    if x.done:\n        return\n    self.b()\n")
     assert _merged(base, ours, theirs) == want
+
+
+# A copy taken before vLLM respelled its annotations (``Optional[X]`` -> ``X | None``, ``List`` -> ``list``).
+SPELLED_A = """\
+    def pick(self, reqs: list[int], limit: int | None = None) -> int | None:
+        chosen = self.policy.first(reqs)
+        return chosen
+"""
+SPELLED_COPY = """\
+    def pick(self, reqs: List[int], limit: Optional[int] = None) -> Optional[int]:
+        chosen = self.policy.first(reqs)  # ascend: policy decides
+        self.npu_stats.record(chosen)
+        return chosen
+"""
+
+
+def test_a_copy_spelling_optional_takes_upstreams_new_parameter_and_keeps_its_own_edit() -> None:
+    theirs = SPELLED_A.replace("limit: int | None = None)", "limit: int | None = None, *, strict: bool = False)")
+    theirs = theirs.replace("return chosen", "return chosen if strict or chosen else None")
+    want = (
+        "    def pick(self, reqs: list[int], limit: int | None = None, *, strict: bool = False) -> int | None:\n"
+        "        chosen = self.policy.first(reqs)  # ascend: policy decides\n"
+        "        self.npu_stats.record(chosen)\n"
+        "        return chosen if strict or chosen else None\n"
+    )
+    assert _merged(SPELLED_A, SPELLED_COPY, theirs) == want
+
+
+def test_upstream_respelling_its_annotations_is_no_change_and_the_copy_keeps_its_spelling() -> None:
+    respelled_a = SPELLED_A.replace("list[int]", "List[int]").replace("int | None", "Optional[int]")
+    assert isinstance(resync(respelled_a, SPELLED_COPY, SPELLED_A), Unchanged)
+    theirs = SPELLED_A.replace("return chosen", "return chosen or None")
+    assert _merged(respelled_a, SPELLED_COPY, theirs) == SPELLED_COPY.replace(
+        "return chosen\n", "return chosen or None\n"
+    )
+
+
+def test_optional_in_code_is_code_a_statement_both_sides_changed_stays_a_conflict() -> None:
+    base = "    def pick(self, x):\n        y = cast(int | None, x)\n        return y\n"
+    ours = base.replace("cast(int | None, x)", "cast(Optional[int], x)")
+    theirs = base.replace("cast(int | None, x)", "cast(int | None, x) or 0")
+    assert isinstance(resync(base, ours, theirs), Conflict)
+
+
+def test_a_respelled_annotation_hides_no_change_of_its_meaning_from_the_check() -> None:
+    theirs = SPELLED_A.replace("limit: int | None = None", "limit: int = 0")
+    # The copy's `Optional[int]` means A's `int | None`: upstream's change to `int` must go in.
+    assert "limit: int = 0" in _merged(SPELLED_A, SPELLED_COPY, theirs)
+    assert problems(SPELLED_A, SPELLED_COPY, theirs, SPELLED_COPY)

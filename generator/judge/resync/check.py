@@ -1,14 +1,15 @@
 """The independent check of a merge: the result is base with both sides' changes, statement for statement.
 
-Nothing of the merge is reused: the four texts are parsed again with stdlib ``ast``, reduced to the
-flat statement sequence ``provenance`` compares (a compound statement by its header, with its
-depth), and each side's changes against base are found again (``difflib``). The *expected*
-sequence is base with every change of both sides applied; the result must be exactly it. So a
-result that passes holds every one of upstream's changes from A to B, none of the statements B
-removed, and every one of the copy's own edits, in their places. Where the two sides' changes
-touch the same statements at this flat level the check reads the four again block by block
-(``blockwise``), where changes in different blocks of one compound statement do not meet; where
-they meet there too, it refuses (the merge's result is then a conflict, never a write).
+Nothing of the merge is reused but ``spelling``, the one definition both must share of when two
+annotations are the same (``Optional[X]`` is ``X | None``): the four texts are parsed again with
+stdlib ``ast``, reduced to the flat statement sequence ``provenance`` compares (a compound statement
+by its header, with its depth), and each side's changes against base are found again
+(``difflib``). The *expected* sequence is base with every change of both sides applied; the result
+must be exactly it. So a result that passes holds every one of upstream's changes from A to B, none
+of the statements B removed, and every one of the copy's own edits, in their places. Where the two
+sides' changes touch the same statements at this flat level the check reads the four again block
+by block (``blockwise``), where changes in different blocks of one compound statement do not meet;
+where they meet there too, it refuses (the merge's result is then a conflict, never a write).
 
 Statements can combine cleanly and still not fit: upstream's new statement reads a local the copy
 no longer binds (a parameter or an assignment it removed). So the result must read no name
@@ -18,12 +19,13 @@ unbound that neither the copy nor B's function reads unbound.
 from __future__ import annotations
 
 import ast
+import copy
 import difflib
 from collections import Counter
 from collections.abc import Sequence
 
 from generator.judge import provenance
-from generator.judge.resync import blockwise
+from generator.judge.resync import blockwise, spelling
 
 
 def function_of(text: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
@@ -47,7 +49,14 @@ def function_of(text: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
 def _keys(text: str) -> tuple[int, ...] | None:
     """The statement keys of the one function ``text`` holds, or None when it is not one parsing function."""
     func = function_of(text)
-    return None if func is None else provenance.reduce(func).keys  # type: ignore[arg-type]
+    return None if func is None else provenance.reduce(_read(func)).keys  # type: ignore[arg-type]
+
+
+def _read(func: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.FunctionDef | ast.AsyncFunctionDef:
+    """The function as its statements are compared: annotations by what they mean (``spelling``)."""
+    plain = copy.deepcopy(func)
+    spelling.plain(plain)
+    return plain
 
 
 def unbound(func: ast.AST) -> set[str]:
@@ -138,20 +147,21 @@ def problems(base: str, ours: str, theirs: str, result: str) -> str:
         if func is None:
             return f"{name} is not one function that parses"
         parsed.append(func)
-    b, o, t, r = (provenance.reduce(func).keys for func in parsed)  # type: ignore[arg-type]
+    read = [_read(func) for func in parsed]
+    b, o, t, r = (provenance.reduce(func).keys for func in read)  # type: ignore[arg-type]
     want = expected(b, o, t)
     if isinstance(want, str):
         # Flat, two changes in different blocks can meet; read block by block, they may not.
-        nested = blockwise.expected(*parsed[:3])
-        if isinstance(nested, str) or nested != blockwise.flat([blockwise.item(parsed[3])]):
+        nested = blockwise.expected(*read[:3])
+        if isinstance(nested, str) or nested != blockwise.flat([blockwise.item(read[3])]):
             return want
     elif want != r:
         diff = _changes(want, r)
         first = diff[0][0] + 1 if diff else 0
         return f"the merged copy is not base with both sides' changes (first difference at statement {first})"
-    miscounted = _recounted(*(blockwise.heads(func) for func in parsed))
+    miscounted = _recounted(*(blockwise.heads(func) for func in read))
     if miscounted is not None:
-        line = blockwise.spelled(miscounted, *parsed)
+        line = blockwise.spelled(miscounted, *read)
         return f"the merged copy holds `{line}` as often as no combination of both sides' changes does"
     new = unbound(parsed[3]) - unbound(parsed[1]) - unbound(parsed[2])
     if new:

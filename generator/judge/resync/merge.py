@@ -1,10 +1,10 @@
 """The three-way merge of one function at the statement level: upstream's changes into the tree's copy.
 
 Each block (a function's body, an ``if``'s body, ...) is a sequence of whole statements, compared
-as ``ast`` dumps (formatting and comments do not count). Each side's changes against base are
-*hunks*: a range of base's statements replaced by the side's statements (an insertion replaces
-an empty range); in a replaced run, statements that pair up by what they are for (``_slot``) are
-a hunk each. The hunks of the two sides are combined:
+as ``ast`` dumps (formatting and comments do not count, nor how an annotation is spelled:
+``spelling``). Each side's changes against base are *hunks*: a range of base's statements replaced
+by the side's statements (an insertion replaces an empty range); in a replaced run, statements that
+pair up by what they are for (``_slot``) are a hunk each. The hunks of the two sides are combined:
 
 - a hunk only one side has goes in; the same hunk on both sides goes in once;
 - two hunks whose base ranges overlap, or two different insertions at the same place, are a
@@ -29,6 +29,8 @@ import copy
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from generator.judge.resync import spelling
 
 # Fields holding nested statements: a compound statement's header is everything else.
 _BLOCKS = ("body", "handlers", "orelse", "finalbody", "cases")
@@ -96,6 +98,7 @@ def parse_function(text: str) -> Side:
     funcs = [node for node in body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
     if len(body) != 1 or len(funcs) != 1:
         raise Unmergeable("is not exactly one function")
+    spelling.plain(funcs[0])  # statements compare by meaning; the texts are taken as written
     return Side(lines, funcs[0], 1 if indented else 0)
 
 

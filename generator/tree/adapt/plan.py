@@ -19,7 +19,7 @@ from pathlib import Path
 from generator.judge.couplings import changes, inherited
 from generator.judge.couplings.impact import Coupling, Impact
 from generator.judge.couplings.upstream import Definition, Resolver
-from generator.judge.resync import Conflict, Merged, Redundant
+from generator.judge.resync import Conflict, Merged, Redundant, Unchanged
 from generator.sources.package import Package
 from generator.tree.adapt import imports, names
 from generator.tree.adapt.copies import CopyJob, CopyOutcome, function_text, resync_file
@@ -32,7 +32,7 @@ class Leftover:
     """One thing ``adapt`` did not do, for a person: where, what, why, and upstream's diff when it helps."""
 
     site: str
-    kind: str  # conflict | removed | redundant | signature | name | guarded | skipped | regenerated
+    kind: str  # conflict | removed | redundant | unchanged | signature | name | guarded | skipped | regenerated
     upstream: str
     why: str
     detail: str = ""
@@ -274,6 +274,9 @@ def _file(
             plan.left.append(
                 Leftover(site, "redundant", outcome.upstream, "the copy is B's function: upstream's can replace it")
             )
+        elif isinstance(result, Unchanged):  # impact compares more than the merge does
+            why = "upstream's statements are the same at A and B (a docstring, a comment, an annotation's spelling)"
+            plan.left.append(Leftover(site, "unchanged", outcome.upstream, why))
     new, rewrites, left = names.rewrite(new, moves)
     plan.renamed += [(path, r) for r in rewrites]
     plan.left += [Leftover(f"{path}:{n.line}", n.kind, n.name, n.why) for n in left]
