@@ -35,7 +35,7 @@ STATUSES = (REMOVED, MOVED, CHANGED, ADDED, REDUNDANT, UNRESOLVED, UNCHANGED)  #
 
 # A candidate for where a removed name went must be at least this much like it (statements in common).
 MOVED_LIKENESS = 0.3
-# Or, for a class, at least this much of its members' names in common.
+# Or, for a class or a module, at least this much of its members' names in common.
 MOVED_BY_MEMBERS = 0.5
 _TOP_LEVEL = re.compile(r"^(?:async[ \t]+def|def|class)[ \t]+(\w+)|^(\w+)[ \t]*(?::[^=\n]*)?=(?!=)", re.M)
 
@@ -252,6 +252,8 @@ class Mover:
 
     def find(self, old: Definition, old_resolver: Resolver) -> Definition | None:
         """B's definition most like ``old`` under another module, by the same name and kind."""
+        if old.kind == "module":
+            return self._module(old, old_resolver)
         head = old.qualname.partition(".")[0]
         best: tuple[float, Definition] | None = None
         for module in dict.fromkeys(self._index().get(head, [])):
@@ -263,6 +265,28 @@ class Mover:
             likeness = _likeness(old, found)
             if likeness >= MOVED_LIKENESS and (best is None or likeness > best[0]):
                 best = (likeness, found)
+        return best[1] if best else None
+
+    def _module(self, old: Definition, old_resolver: Resolver) -> Definition | None:
+        """Where a module gone at B went whole: a module of the same file name that A did not have, holding
+        at least ``MOVED_BY_MEMBERS`` of its top-level names (a package split or renamed around it)."""
+        at_a = old_resolver.module(old.module)
+        if at_a is None:
+            return None
+        names = sorted(set(_members(at_a.tree.body)) - {"(other statements)"})
+        leaf = old.module.rpartition(".")[2]
+        best: tuple[float, Definition] | None = None
+        for path in sorted(self.resolver.package.paths):
+            module = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+            if module.rpartition(".")[2] != leaf or old_resolver.module(module) is not None:
+                continue
+            found = self.resolver.module(module)
+            if found is None:
+                continue
+            theirs = sorted(set(_members(found.tree.body)) - {"(other statements)"})
+            likeness = difflib.SequenceMatcher(None, names, theirs, autojunk=False).ratio() if names else 0.0
+            if likeness >= MOVED_BY_MEMBERS and (best is None or likeness > best[0]):
+                best = (likeness, Definition(module, module, found.path, "", "module", release=self.resolver.label))
         return best[1] if best else None
 
 
