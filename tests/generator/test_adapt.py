@@ -319,7 +319,11 @@ def test_copies_spelled_before_vllm_respelled_its_annotations(tmp_path: Path, lo
         .replace("limit: int | None = None)", "limit: int | None = None, reverse: bool = False)")
         .replace("    ordered = sorted(reqs)\n", "    ordered = sorted(reqs, reverse=reverse)\n")
     )
-    publish_releases(local_index, a={"vllm/core/__init__.py": "", "vllm/core/picker.py": picker_a}, b={"vllm/core/picker.py": picker_b})
+    publish_releases(
+        local_index,
+        a={"vllm/core/__init__.py": "", "vllm/core/picker.py": picker_a},
+        b={"vllm/core/picker.py": picker_b},
+    )
     root = write_plugin(tmp_path / "plugin")
     plugin = (
         "from typing import List, Optional\n\n\n"
@@ -345,8 +349,84 @@ def test_copies_spelled_before_vllm_respelled_its_annotations(tmp_path: Path, lo
     want = plugin.replace(
         "def pick(reqs: List[int], limit: Optional[int] = None) -> Optional[int]:\n",
         "def pick(reqs: list[int], limit: int | None = None, reverse: bool = False) -> int | None:\n",
-    ).replace("    ordered = sorted(reqs)\n", "    ordered = sorted(reqs, reverse=reverse)\n"
-    )
+    ).replace("    ordered = sorted(reqs)\n", "    ordered = sorted(reqs, reverse=reverse)\n")
     assert (root / "pkg/picker.py").read_text() == want, out
     assert "re-synced pkg/picker.py:4 vllm.core.picker.pick" in out
     assert "left unchanged pkg/picker.py:14 vllm.core.picker.rank" in out
+
+
+SPECULATOR_A = (
+    "def prepare(batch):\n"
+    "    return [r for r in batch if r]\n\n\n"
+    "def decode(batch, width):\n"
+    "    out = []\n"
+    "    for r in batch:\n"
+    "        out.append(r * width)\n"
+    "    return out\n\n\n"
+    "def update(state):\n"
+    "    state.step += 1\n"
+    "    return state\n"
+)
+
+
+def test_a_module_that_moved_whole_is_imported_from_where_it_went_and_its_patches_follow(
+    tmp_path: Path, local_index: dict[str, bytes]
+) -> None:
+    """B moves ``vllm/spec/ar/speculator.py`` to ``vllm/spec/tdar/speculator.py`` (one body changed on the
+    way). The plugin imports the module three ways and patches it through its aliases: every import names
+    the new module, the attribute path too, and the patches through the aliases need nothing more."""
+    speculator_b = SPECULATOR_A.replace("    state.step += 1\n", "    state.step += state.stride\n")
+    publish_releases(
+        local_index,
+        a={"vllm/spec/__init__.py": "", "vllm/spec/ar/__init__.py": "", "vllm/spec/ar/speculator.py": SPECULATOR_A},
+        b={"vllm/spec/__init__.py": "", "vllm/spec/tdar/__init__.py": "", "vllm/spec/tdar/speculator.py": speculator_b},
+    )
+    root = write_plugin(tmp_path / "plugin")
+    plugin = (
+        "import vllm.spec.ar.speculator\n"
+        "import vllm.spec.ar.speculator as spec_mod  # the decode hook\n"
+        "from vllm.spec.ar import speculator as ar_speculator\n\n\n"
+        "def fast(batch, *args):\n"
+        "    return list(batch)\n\n\n"
+        "ar_speculator.prepare = fast\n"
+        "spec_mod.decode = fast\n\n\n"
+        "def step(state):\n"
+        "    return vllm.spec.ar.speculator.update(state)\n"
+    )
+    write_files(root, {"pkg/spec.py": plugin})
+    code, out, err = _adapt(root)
+    assert code == 1, err  # the schedule() copy of the shared tree is a conflict; the rest is written
+    assert (root / "pkg/spec.py").read_text() == plugin.replace("vllm.spec.ar.", "vllm.spec.tdar.").replace(
+        "from vllm.spec.ar import", "from vllm.spec.tdar import"
+    )
+    assert "pkg/spec.py" not in "\n".join(line for line in out.splitlines() if line.startswith("  left"))
+
+
+def test_a_module_of_the_same_name_with_other_members_or_there_at_a_is_not_where_it_went(
+    tmp_path: Path, local_index: dict[str, bytes]
+) -> None:
+    other = "def connect():\n    return 0\n\n\ndef close():\n    pass\n"
+    publish_releases(
+        local_index,
+        a={
+            "vllm/spec/__init__.py": "",
+            "vllm/spec/ar/__init__.py": "",
+            "vllm/spec/ar/speculator.py": SPECULATOR_A,
+            "vllm/spec/old/__init__.py": "",
+            "vllm/spec/old/speculator.py": SPECULATOR_A,
+        },
+        b={
+            "vllm/spec/__init__.py": "",
+            "vllm/spec/net/__init__.py": "",
+            "vllm/spec/net/speculator.py": other,
+            "vllm/spec/old/__init__.py": "",
+            "vllm/spec/old/speculator.py": SPECULATOR_A,
+        },
+    )
+    root = write_plugin(tmp_path / "plugin")
+    write_files(root, {"pkg/spec.py": "from vllm.spec.ar import speculator\n"})
+    result = CliRunner().invoke(
+        main, ["--root", str(root), "impact", "--from", "v1.0.0", "--to", "v1.1.0", "--format", "json"]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["symbols"]["vllm.spec.ar.speculator"]["status"] == "removed"

@@ -158,6 +158,23 @@ def test_a_monkeypatch_assignment_to_a_moved_path_is_left_and_reported() -> None
     assert [(x.line, x.name) for x in left] == [(3, "vllm.a.Name")]
 
 
+def test_an_import_of_a_module_that_moved_whole_under_a_version_guard_is_kept_for_a() -> None:
+    from generator.tree.adapt.names import rewrite
+
+    moves = {"vllm.a.mod": ("vllm.b.mod", "")}  # the module itself moved: no qualified name in it
+    guarded = "try:\n    import vllm.b.mod as m\nexcept ImportError:\n    import vllm.a.mod as m  # vLLM A\n"
+    new, rewrites, left = rewrite(guarded, moves)
+    assert new == guarded and not rewrites
+    assert [(x.line, x.name, x.kind) for x in left] == [(4, "vllm.a.mod", "guarded")]
+    plain = "import vllm.a.mod as m  # vLLM A\nfrom vllm.a import mod\n"
+    new, rewrites, left = rewrite(plain, moves)
+    assert new == "import vllm.b.mod as m  # vLLM A\nfrom vllm.b import mod\n" and not left
+    assert [(r.line, r.old, r.new) for r in rewrites] == [
+        (1, "vllm.a.mod", "vllm.b.mod"),
+        (2, "vllm.a.mod", "vllm.b.mod"),
+    ]
+
+
 # Compound statements with more than one block: each block merged by the same rule.
 
 BRANCHY = """\

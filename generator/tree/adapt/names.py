@@ -9,7 +9,9 @@ the file (comments, layout, the aliases it gives) stays:
   statement, right after it, in the order they were written);
 - ``vllm.a.Name`` in code becomes ``vllm.b.Name``, and ``import vllm.b`` is added after the file's
   ``import vllm.a`` when the file does not import it already;
-- a string argument of a call (``mock.patch("vllm.a.Name.method")``) has its path rewritten.
+- a string argument of a call (``mock.patch("vllm.a.Name.method")``) has its path rewritten;
+- a module that moved whole (its qualified name is ""): ``import vllm.a.mod as m`` becomes
+  ``import vllm.b.mod as m``, ``from vllm.a import mod as m`` becomes ``from vllm.b import mod as m``.
 
 A name that B defines inside a class (``Outer.Name``) cannot be imported with ``from``: such an
 import is left and reported, as is every name gone with no successor (the caller's list). So is an
@@ -66,13 +68,13 @@ def _target(path: str, moves: Moves) -> tuple[str, str] | None:
         found = moves.get(".".join(parts[:cut]))
         if found is not None:
             module, qualname = found
-            return ".".join([module, qualname, *parts[cut:]]), module
+            return ".".join([module, *([qualname] if qualname else []), *parts[cut:]]), module
     return None
 
 
-def _from_imports(node: cst.CSTNode) -> list[cst.ImportFrom]:
-    """Every absolute ``from`` import of named members anywhere under ``node``."""
-    found: list[cst.ImportFrom] = []
+def _imports(node: cst.CSTNode) -> list[cst.ImportFrom | cst.Import]:
+    """Every ``import`` and absolute ``from`` import of named members anywhere under ``node``."""
+    found: list[cst.ImportFrom | cst.Import] = []
 
     class _Collect(cst.CSTVisitor):
         def visit_ImportFrom(self, imp: cst.ImportFrom) -> bool:
@@ -80,25 +82,32 @@ def _from_imports(node: cst.CSTNode) -> list[cst.ImportFrom]:
                 found.append(imp)
             return False
 
+        def visit_Import(self, imp: cst.Import) -> bool:
+            found.append(imp)
+            return False
+
     node.visit(_Collect())
     return found
 
 
-def _bound(imp: cst.ImportFrom) -> set[str]:
+def _bound(imp: cst.ImportFrom | cst.Import) -> set[str]:
+    """The dotted paths an import statement names: ``vllm.a.Name`` for a ``from`` import, the module for ``import``."""
+    if isinstance(imp, cst.Import):
+        return {_dotted(a.name) or "" for a in imp.names}
     module = _dotted(imp.module) if imp.module is not None else None
     names = imp.names if not isinstance(imp.names, cst.ImportStar) else ()
     return {f"{module}.{_dotted(a.name)}" for a in names}
 
 
 class _Guards(cst.CSTVisitor):
-    """For each ``from`` import inside a branch of an ``if``/``try``: what the other branches import."""
+    """For each import inside a branch of an ``if``/``try``: what the other branches import."""
 
     def __init__(self) -> None:
         super().__init__()
         self.siblings: dict[int, set[str]] = {}
 
     def _branches(self, branches: Sequence[cst.CSTNode]) -> None:
-        imports = [_from_imports(b) for b in branches]
+        imports = [_imports(b) for b in branches]
         bound = [set().union(*map(_bound, found)) for found in imports]
         for i, found in enumerate(imports):
             others = set().union(*(bound[:i] + bound[i + 1 :]))
@@ -141,8 +150,24 @@ class _Rewriter(cst.CSTTransformer):
         return True
 
     def leave_Import(self, original: cst.Import, updated: cst.Import) -> cst.Import:
+        """``import vllm.a.mod [as m]`` of a module that moved whole becomes ``import vllm.b.mod [as m]``."""
         self._in_import -= 1
-        return updated
+        names: list[cst.ImportAlias] = []
+        for alias in updated.names:
+            name = _dotted(alias.name) or ""
+            module, qualname = self.moves.get(name, ("", "-"))
+            if qualname:
+                names.append(alias)
+                continue
+            if module in self.guarded.get(id(original), ()):
+                why = f"a guard: another branch of this if/try imports {module} already"
+                self.left.append(Left(self._line(original), name, why, "guarded"))
+                names.append(alias)
+                continue
+            self.rewrites.append(Rewrite(self._line(original), "import", name, module))
+            self.imported.add(module)
+            names.append(alias.with_changes(name=_expr(module)))
+        return updated.with_changes(names=names)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
         return False  # rewritten whole in leave_ImportFrom; its names are not attribute paths
@@ -163,6 +188,8 @@ class _Rewriter(cst.CSTTransformer):
                 kept.append(alias)
                 continue
             new_module, qualname = target
+            if not qualname:  # a module that moved whole, imported from its package: from its new package
+                new_module, _, qualname = new_module.rpartition(".")
             if f"{new_module}.{qualname}" in self.guarded.get(id(original), ()):
                 why = f"a guard: another branch of this if/try imports it from {new_module} already"
                 self.left.append(Left(line, f"{module}.{name}", why, "guarded"))

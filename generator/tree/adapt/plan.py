@@ -77,7 +77,7 @@ def _moves(impact: Impact) -> dict[str, tuple[str, str]]:
         if coupling.kind not in ("import", "patch") or coupling.status != changes.MOVED:
             continue
         new = impact.symbols[coupling.upstream].change.new
-        if new is not None and new.qualname:
+        if new is not None and (new.qualname or new.kind == "module"):  # a module moved whole: qualname ""
             out[coupling.upstream] = (new.module, new.qualname)
     return out
 
@@ -146,6 +146,9 @@ def _unreached(plan: Plan, impact: Impact, moves: Mapping[str, tuple[str, str]])
     handled: dict[tuple[str, str], set[int]] = {}
     for path, r in plan.renamed:
         handled.setdefault((path, r.old), set()).add(r.line)
+    # A module the file imports under a name of its own (``from vllm.a import mod as m``), rewritten to where
+    # the module went: ``m.name`` reaches B's module now, and each name that went with it needs no edit.
+    went = {(path, r.old): r.new for path, r in plan.renamed if moves.get(r.old, ("", "-"))[1] == ""}
     for x in plan.left:
         path, _, line = x.site.rpartition(":")
         if x.kind in ("name", "guarded") and line.isdigit():
@@ -159,7 +162,11 @@ def _unreached(plan: Plan, impact: Impact, moves: Mapping[str, tuple[str, str]])
         if c.line in lines or len(lines) >= per_name[(c.path, c.upstream)]:
             continue
         module, qualname = moves[c.upstream]
-        why = f"moved to {module}.{qualname}, reached by a path adapt does not rewrite (a module alias, setattr)"
+        old_module, _, name = c.upstream.rpartition(".")
+        if went.get((c.path, old_module)) == module and qualname == name:
+            continue
+        where = f"{module}.{qualname}" if qualname else module
+        why = f"moved to {where}, reached by a path adapt does not rewrite (a module alias, setattr)"
         plan.left.append(Leftover(c.site, "name", c.upstream, why))
 
 
