@@ -57,6 +57,15 @@ def _adapt(tree: Path, *extra: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+def _adapt_beside_the_conflict(root: Path, files: dict[str, str]) -> str:
+    """``files`` added to the shared plugin tree and ``adapt`` run: it exits 1 for the shared tree's copy of
+    ``Scheduler.schedule`` (a conflict) and writes the rest; its report."""
+    write_files(root, files)
+    code, out, err = _adapt(root)
+    assert code == 1, err
+    return out
+
+
 def test_adapt_rewrites_moved_names_merges_the_clean_copy_and_leaves_the_conflict(tree: Path) -> None:
     before = snapshot(tree)
     code, out, err = _adapt(tree)
@@ -245,9 +254,7 @@ def test_a_copy_of_a_method_whose_class_moved_is_re_synced_and_its_import_rewrit
         "        self.count = len(done)\n"
         "        return done\n"
     )
-    write_files(root, {"pkg/worker.py": plugin})
-    code, out, err = _adapt(root)
-    assert code == 1, err  # the schedule() copy of the shared tree is a conflict; the rest is written
+    out = _adapt_beside_the_conflict(root, {"pkg/worker.py": plugin})
     want = plugin.replace("from vllm.engine.worker import", "from vllm.engine.runner import")
     want = want.replace(counted, counted + "        self.steps += 1\n")
     assert (root / "pkg/worker.py").read_text() == want
@@ -325,27 +332,10 @@ def test_copies_spelled_before_vllm_respelled_its_annotations(tmp_path: Path, lo
         b={"vllm/core/picker.py": picker_b},
     )
     root = write_plugin(tmp_path / "plugin")
-    plugin = (
-        "from typing import List, Optional\n\n\n"
-        "def pick(reqs: List[int], limit: Optional[int] = None) -> Optional[int]:\n"
-        "    assert all(r >= 0 for r in reqs)\n"
-        "    seen = set(reqs)\n"
-        "    ordered = sorted(reqs)\n"
-        "    if limit is not None:\n"
-        "        ordered = ordered[: min(limit, 8)]  # plugin: the device holds 8\n"
-        "    ordered = [r for r in ordered if r in seen]\n"
-        "    return ordered[0] if ordered else None\n\n\n"
-        "def rank(reqs: List[int], weight: Optional[float] = None) -> List[int]:\n"
-        "    assert all(r >= 0 for r in reqs)\n"
-        "    seen = set(reqs)\n"
-        "    scale = weight or 2.0  # plugin: favour the long ones\n"
-        "    scored = [r * scale for r in reqs]\n"
-        "    scored = [s if r in seen else 0 for r, s in zip(reqs, scored)]\n"
-        "    return sorted(range(len(reqs)), key=scored.__getitem__)\n"
-    )
-    write_files(root, {"pkg/picker.py": plugin})
-    code, out, err = _adapt(root)
-    assert code == 1, err  # the schedule() copy of the shared tree is a conflict; the rest is written
+    plugin = picker_a.replace(  # the copies are A's functions with an edit each
+        "ordered = ordered[:limit]\n", "ordered = ordered[: min(limit, 8)]  # plugin: the device holds 8\n"
+    ).replace("scale = weight or 1.0\n", "scale = weight or 2.0  # plugin: favour the long ones\n")
+    out = _adapt_beside_the_conflict(root, {"pkg/picker.py": plugin})
     want = plugin.replace(
         "def pick(reqs: List[int], limit: Optional[int] = None) -> Optional[int]:\n",
         "def pick(reqs: list[int], limit: int | None = None, reverse: bool = False) -> int | None:\n",
@@ -393,9 +383,7 @@ def test_a_module_that_moved_whole_is_imported_from_where_it_went_and_its_patche
         "def step(state):\n"
         "    return vllm.spec.ar.speculator.update(state)\n"
     )
-    write_files(root, {"pkg/spec.py": plugin})
-    code, out, err = _adapt(root)
-    assert code == 1, err  # the schedule() copy of the shared tree is a conflict; the rest is written
+    out = _adapt_beside_the_conflict(root, {"pkg/spec.py": plugin})
     assert (root / "pkg/spec.py").read_text() == plugin.replace("vllm.spec.ar.", "vllm.spec.tdar.").replace(
         "from vllm.spec.ar import", "from vllm.spec.tdar import"
     )
