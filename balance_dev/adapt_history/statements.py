@@ -127,7 +127,7 @@ def _meaning(expr: ast.expr) -> ast.expr:
     members = list(expr.slice.elts) if isinstance(expr.slice, ast.Tuple) else [expr.slice]
     if name == "Optional":
         members = [expr.slice, ast.Constant(None)]
-    if name in ("Optional", "Union"):
+    if name in ("Optional", "Union") and members:
         joined = members[0]
         for member in members[1:]:
             joined = ast.BinOp(joined, ast.BitOr(), member)

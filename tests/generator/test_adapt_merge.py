@@ -485,3 +485,10 @@ def test_a_respelled_annotation_hides_no_change_of_its_meaning_from_the_check() 
     # The copy's `Optional[int]` means A's `int | None`: upstream's change to `int` must go in.
     assert "limit: int = 0" in _merged(SPELLED_A, SPELLED_COPY, theirs)
     assert problems(SPELLED_A, SPELLED_COPY, theirs, SPELLED_COPY)
+
+
+def test_an_empty_union_is_left_as_written_and_merges_like_any_annotation() -> None:
+    base = "    def f(self, x: Union[()]):\n        a = 1\n        return a\n"
+    ours = base.replace("a = 1", "a = 2")
+    theirs = base.replace("return a", "return a + 1")
+    assert _merged(base, ours, theirs) == "    def f(self, x: Union[()]):\n        a = 2\n        return a + 1\n"

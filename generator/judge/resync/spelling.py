@@ -51,7 +51,8 @@ class _Respell(ast.NodeTransformer):
         if name == "Optional":
             return _or([node.slice, ast.Constant(value=None)], node)
         if name == "Union":
-            return _or(list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice], node)
+            members = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
+            return _or(members, node) if members else node  # ``Union[()]`` means nothing to respell
         if name in _BUILTIN:
             node.value = ast.copy_location(ast.Name(id=_BUILTIN[name], ctx=ast.Load()), node.value)
         return node
