@@ -418,3 +418,30 @@ def test_a_module_of_the_same_name_with_other_members_or_there_at_a_is_not_where
     )
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["symbols"]["vllm.spec.ar.speculator"]["status"] == "removed"
+
+
+def test_a_short_function_that_moved_and_changed_is_found_by_its_docstring(
+    tmp_path: Path, local_index: dict[str, bytes]
+) -> None:
+    """B moves ``block_bytes`` (one statement, changed on the way, a new parameter) to another module and
+    keeps its docstring: the import names B's module. ``tiny``, whose docstring is too short to say so,
+    moved the same way and is ``removed``."""
+    said = '    """Bytes one block takes in the shared pool, the divisor of the budget."""\n'
+    kv_a = f"def block_bytes(groups):\n{said}    return sum(g.size for g in groups)\n\n\n"
+    kv_a += 'def tiny(x):\n    """Tiny."""\n    return x\n'
+    plan_b = f"def block_bytes(config, groups):\n{said}    return config.layout.bytes(groups)\n\n\n"
+    plan_b += 'def tiny(x, y):\n    """Tiny."""\n    return x + y\n'
+    publish_releases(
+        local_index,
+        a={"vllm/core/__init__.py": "", "vllm/core/kv.py": kv_a},
+        b={"vllm/core/kv.py": "", "vllm/core/plan.py": plan_b},
+    )
+    root = write_plugin(tmp_path / "plugin")
+    write_files(root, {"pkg/pool.py": "from vllm.core.kv import block_bytes, tiny\n"})
+    result = CliRunner().invoke(
+        main, ["--root", str(root), "impact", "--from", "v1.0.0", "--to", "v1.1.0", "--format", "json"]
+    )
+    assert result.exit_code == 0, result.stderr
+    symbols = json.loads(result.stdout)["symbols"]
+    assert symbols["vllm.core.kv.block_bytes"]["moved_to"] == "vllm.core.plan.block_bytes"
+    assert symbols["vllm.core.kv.tiny"]["status"] == "removed"

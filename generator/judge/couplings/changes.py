@@ -37,6 +37,9 @@ STATUSES = (REMOVED, MOVED, CHANGED, ADDED, REDUNDANT, UNRESOLVED, UNCHANGED)  #
 MOVED_LIKENESS = 0.3
 # Or, for a class or a module, at least this much of its members' names in common.
 MOVED_BY_MEMBERS = 0.5
+# Or, for a function or a class, the same docstring of at least this many characters: a short function that
+# moved and changed its one statement shares none, its docstring it keeps (a short one says too little).
+MOVED_BY_DOCSTRING = 40
 _TOP_LEVEL = re.compile(r"^(?:async[ \t]+def|def|class)[ \t]+(\w+)|^(\w+)[ \t]*(?::[^=\n]*)?=(?!=)", re.M)
 
 
@@ -300,6 +303,11 @@ def _likeness(a: Definition, b: Definition) -> float:
 
     likeness = difflib.SequenceMatcher(None, statements(a), statements(b), autojunk=False).ratio()
     old, new = a.node, b.node
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    if isinstance(old, defs) and isinstance(new, defs):
+        said = ast.get_docstring(old, clean=True)
+        if said and len(said) >= MOVED_BY_DOCSTRING and said == ast.get_docstring(new, clean=True):
+            likeness = max(likeness, MOVED_LIKENESS)
     if isinstance(old, ast.ClassDef) and isinstance(new, ast.ClassDef):
         # A class that moved whole and changed its methods too shares no method's statements; its
         # members' names it keeps. Held to more of them: a name alone says less than a statement.
