@@ -155,10 +155,11 @@ class _Rewriter(cst.CSTTransformer):
         names: list[cst.ImportAlias] = []
         for alias in updated.names:
             name = _dotted(alias.name) or ""
-            module, qualname = self.moves.get(name, ("", "-"))
-            if qualname:
+            target = self.moves.get(name)
+            if target is None or target[1]:  # only a module that moved whole is imported so
                 names.append(alias)
                 continue
+            module = target[0]
             if module in self.guarded.get(id(original), ()):
                 why = f"a guard: another branch of this if/try imports {module} already"
                 self.left.append(Left(self._line(original), name, why, "guarded"))

@@ -148,7 +148,7 @@ def _unreached(plan: Plan, impact: Impact, moves: Mapping[str, tuple[str, str]])
         handled.setdefault((path, r.old), set()).add(r.line)
     # A module the file imports under a name of its own (``from vllm.a import mod as m``), rewritten to where
     # the module went: ``m.name`` reaches B's module now, and each name that went with it needs no edit.
-    went = {(path, r.old): r.new for path, r in plan.renamed if moves.get(r.old, ("", "-"))[1] == ""}
+    went = {(path, r.old): r.new for path, r in plan.renamed if r.old in moves and not moves[r.old][1]}
     for x in plan.left:
         path, _, line = x.site.rpartition(":")
         if x.kind in ("name", "guarded") and line.isdigit():
