@@ -13,6 +13,7 @@ import os
 import shutil
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
 from generator.sources import cache, index
@@ -41,11 +42,19 @@ def sdist_name(project: str, version: str) -> str:
 
 def sdist_bytes(project: str, version: str) -> bytes:
     """``project``'s sdist of ``version``, verified against the index's sha256 once, then from the cache."""
-    filename = sdist_name(project, version)
+    return _published(project, version, sdist_name(project, version))
+
+
+def _published(project: str, version: str, filename: str | None) -> bytes:
+    """One file ``project`` publishes for ``version`` (None: its pure-Python wheel), checked, then cached."""
+    listed = None
+    if filename is None:
+        listed = {f.filename: f for f in index.list_files(project)}
+        filename = _wheel_name(project, version, listed)
     path = cache.cache_root() / project / version / filename
     if (data := cache.load_at(path)) is not None:
         return data
-    listed = {f.filename: f for f in index.list_files(project)}
+    listed = listed or {f.filename: f for f in index.list_files(project)}
     found = listed.get(filename)
     if found is None:
         raise TreeUnavailable(f"the package index has no {filename}: is {version} a {project} release?")
@@ -71,5 +80,40 @@ def unpack(data: bytes, dest: Path) -> Path:
     return tree
 
 
+def _wheel_name(project: str, version: str, listed: dict[str, index.IndexFile]) -> str:
+    """The wheel a plugin that publishes no sdist is read from: pure Python, the newest CPython tag first."""
+    prefix = f"{project.replace('-', '_')}-{version}-"
+    wheels = sorted((n for n in listed if n.startswith(prefix) and n.endswith(".whl")), reverse=True)
+    pure = [n for n in wheels if n.endswith("-none-any.whl")]
+    if not pure:
+        raise TreeUnavailable(f"{project} {version} publishes neither an sdist nor a pure-Python wheel")
+    # cp39 < cp311 < cp310 as text: order by the number, so the newest Python's build is read
+    return max(pure, key=lambda n: (len(n.split("-")[2]), n.split("-")[2]))
+
+
+def unpack_wheel(data: bytes, dest: Path) -> Path:
+    """A wheel's files (its packages; not its ``.dist-info``), freshly unpacked under ``dest/tree``."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    tree = dest / "tree"
+    tree.mkdir(parents=True)
+    with zipfile.ZipFile(io.BytesIO(data)) as wheel:
+        for member in wheel.infolist():
+            name = Path(member.filename)
+            if member.is_dir() or name.is_absolute() or ".." in name.parts or ".dist-info" in name.parts[0]:
+                continue
+            target = tree / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(wheel.read(member))
+    return tree
+
+
 def tree(project: str, version: str, dest: Path) -> Path:
-    return unpack(sdist_bytes(project, version), dest)
+    """``project``'s tree at ``version``: its sdist, or, for a plugin that publishes only wheels, its wheel's files."""
+    try:
+        return unpack(sdist_bytes(project, version), dest)
+    except TreeUnavailable:
+        listed = {f.filename: f for f in index.list_files(project)}
+        if sdist_name(project, version) in listed:
+            raise
+    return unpack_wheel(_published(project, version, None), dest)

@@ -69,7 +69,10 @@ class Coupling:
     signature_changed: bool = False
     rule: str = ""  # impact's rule (``call-refused``: B refuses a call the tree makes of it)
     at_to: tuple[str, int, int] | None = None  # B's definition: path, first, last line
-    at_line: int = 0  # the line of the site's file impact's rule points at, when not the site's (a refused call)
+    at_line: int = 0  # the line impact's rule points at, when not the site's (a refused call)
+    at_path: str = ""  # its file, when not the site's
+    at_end: int = 0  # the rule points at a function of the tree (B's call reaches it): its last line
+    receiver: str = ""  # that function's qualified name, as a TypeError names it
 
     @property
     def path(self) -> str:
@@ -125,6 +128,9 @@ def couplings_of(
                 rule=str(raw.get("rule") or ""),
                 at_to=(str(to["path"]), int(lines[0]), int(lines[1])) if to.get("path") and lines else None,
                 at_line=int(str(raw.get("at_line") or 0)),
+                at_path=str(raw.get("at_path") or ""),
+                at_end=int(str(raw.get("at_end") or 0)),
+                receiver=str(raw.get("receiver") or ""),
             )
         )
     return out
@@ -189,8 +195,10 @@ def _attribute(failure: Outcome, by_path: Mapping[str, list[Coupling]], bases: B
     verdicts: dict[tuple[str, str], str | None] = {}
     statuses: dict[tuple[str, str], str] = {}
     candidates = [c for path in sorted(files) for c in by_path.get(path, ())]
-    if callee:
-        candidates += [c for cs in by_path.values() for c in cs if c.kind == "override" and c.path not in files]
+    if callee:  # vLLM at B calls the tree's function its new way: an override, what a patch installs
+        candidates += [
+            c for cs in by_path.values() for c in cs if (c.kind == "override" or c.receiver) and c.path not in files
+        ]
     for coupling in candidates:
         rules = set()
         in_files = coupling.path in files
@@ -205,6 +213,8 @@ def _attribute(failure: Outcome, by_path: Mapping[str, list[Coupling]], bases: B
         if callee and in_files and refused and coupling.upstream.endswith(f".{callee}"):
             rules.add("call")
         if callee and coupling.kind == "override" and coupling.scope.qualname == call[1]:  # type: ignore[index]
+            rules.add("call")
+        if callee and coupling.receiver and coupling.receiver == call[1]:  # type: ignore[index]
             rules.add("call")
         if in_files and coupling.at_to is not None:
             path, first, last = coupling.at_to

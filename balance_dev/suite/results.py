@@ -19,9 +19,11 @@ def executed(couplings: Iterable[Coupling], lines: Mapping[str, set[int]]) -> li
     out = []
     for coupling in couplings:
         path, _, line = coupling.site.rpartition(":")
-        ran = lines.get(path, set())
+        ran = lines.get(coupling.at_path or path, set())
         body = coupling.scope.body if coupling.kind in ("override", "copy") else None
-        if coupling.at_line:
+        if coupling.at_end:  # a function of the tree B's call reaches: its body, not its def line
+            hit = any(coupling.at_line < n <= coupling.at_end for n in ran)
+        elif coupling.at_line:
             hit = coupling.at_line in ran
         elif body is not None:
             hit = any(body[0] <= n <= body[1] for n in ran)

@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from generator.judge import provenance
 from generator.judge.census import index as census_index
@@ -27,62 +26,20 @@ from generator.judge.census.reading import Function, Skipped
 from generator.judge.couplings import changes, sites, verdicts
 from generator.judge.couplings.bindings import Exports, Ref, follow
 from generator.judge.couplings.changes import Change, Mover
+from generator.judge.couplings.gating import gated
 from generator.judge.couplings.judged import Judged
+from generator.judge.couplings.judging import with_verdicts
 from generator.judge.couplings.lineage import Lineage, nearest, tree_modules
+from generator.judge.couplings.record import TEST_PATCHES, Coupling, Symbol, is_test
 from generator.judge.couplings.registry import Declared
+from generator.judge.couplings.signatures import Receiver
 from generator.judge.couplings.tree_read import Tree, read_tree
 from generator.judge.couplings.upstream import Resolver
 from generator.sources.base import Progress, no_progress
 from generator.sources.package import Package
 
 KINDS = ("copy", "patch", "override", "import", "declared")
-_TEST_PATCHES = ("mock.patch", "mock.patch.object", "monkeypatch.setattr")
-
-
-@dataclass(frozen=True)
-class Coupling:
-    """One place of the tree that depends on one vLLM definition, and what became of that definition."""
-
-    kind: str  # copy | patch | override | import | declared
-    path: str
-    line: int
-    upstream: str  # the vLLM name as the tree reaches it (through its imports and aliases)
-    detail: str = ""
-    why: str = ""  # a site that touches vLLM but cannot be named statically (status unresolved)
-    status: str = ""
-    name: str = ""  # where the name is defined (at A, else at B)
-    declared: bool | None = None  # a patch, in a tree with a registry: does the registry declare it
-    touched: bool | None = None  # a declared symbol: does the tree's code touch it
-    overlap: tuple[str, ...] = ()  # a copy: A's statements that upstream changed and the copy's edits touch
-    verdict: str = ""  # breaks | review | info (verdicts.RULES)
-    rule: str = ""  # the rule that gave the verdict
-    reason: str = ""  # the rule's words for this coupling
-    at_line: int = 0  # the line of the site's file the rule points at when it is not the site's (a refused call)
-    # An import statement of vLLM's: the module it imports, which must be a file of the release (no package's
-    # ``__getattr__`` serves it); "" for any other coupling, and for an import through the tree's own modules.
-    imports: str = ""
-    own: bool = False  # a patch of the tree's own module's name, bound to the vLLM name by the tree's import
-
-    @property
-    def site(self) -> str:
-        return f"{self.path}:{self.line}"
-
-
-@dataclass(frozen=True)
-class Symbol:
-    """One vLLM name many couplings can share, judged once."""
-
-    name: str
-    change: Change
-    commits: tuple[tuple[str, str], ...] | None = None  # (sha, subject), with a git source; None: not known
-    # Where the ways of reaching the name part (an import statement whose module is a file at one release only,
-    # against an attribute access a package's ``__getattr__`` serves): each other way's change, by the module
-    # its import statement imports ("" for the rest). ``change`` is the import statement's, then.
-    ways: tuple[tuple[str, Change], ...] = ()
-
-    def change_for(self, imports: str) -> Change:
-        """The change as a coupling that reaches the name this way sees it (``Coupling.imports``)."""
-        return next((c for m, c in self.ways if m == imports), self.change)
+__all__ = ["KINDS", "Coupling", "Impact", "Symbol", "found", "is_test", "judge", "overrides", "run", "with_verdicts"]
 
 
 @dataclass
@@ -122,9 +79,12 @@ def found(
 ) -> list[Coupling]:
     """The couplings the tree makes, before any is judged (overrides come with judging: they need B too)."""
     modules, exports = tree_modules(tree.scans)
+    functions = {scan.module.removeprefix("src."): scan.functions for scan in tree.scans}
+    lineage = Lineage(tree.scans)
     out: list[Coupling] = []
     for scan in tree.scans:
         for site in scan.sites:
+            installs = site.installs or _installed(site, exports, modules, functions)
             for ref in _vllm(site.ref, exports, modules) if site.kind != "unresolved" else [site.ref]:
                 if site.kind == "unresolved" and not ref.in_vllm:
                     break
@@ -135,8 +95,21 @@ def found(
                 # the tree's name, which the tree's import of ``f`` binds.
                 own = kind == "patch" and not site.ref.in_vllm and site.ref.path.rpartition(".")[0] in modules
                 out.append(
-                    Coupling(kind, scan.path, site.line, ref.path, site.detail, site.why, imports=imports, own=own)
+                    Coupling(
+                        kind,
+                        scan.path,
+                        site.line,
+                        ref.path,
+                        site.detail,
+                        site.why,
+                        imports=imports,
+                        own=own,
+                        installs=installs if kind == "patch" else None,
+                        creates=site.creates,
+                    )
                 )
+            if site.kind == "patch" and site.detail in TEST_PATCHES and not site.creates:
+                out += _inherited_member(site, scan.path, lineage)
     matches = matching.outermost([m for f in tree.functions if (m := matching.match(f, index)) is not None])
     label = index.source.files.label
     progress(f"{len(matches)} copies of vLLM {label}'s functions among {len(tree.functions)}")
@@ -146,6 +119,34 @@ def found(
         out.append(Coupling("copy", m.function.path, m.function.line, f"{module}.{m.upstream.qualname}", detail))
     out += [Coupling("declared", d.path, d.line, d.symbol, f"entry {d.entry}" if d.entry else "") for d in declared]
     return out
+
+
+def _inherited_member(site: sites.Site, path: str, lineage: Lineage) -> list[Coupling]:
+    """A test's patch of a member of the tree's own class that the tree's classes do not bind: it patches what
+    the class inherits from vLLM (``patch.object(NPUPlatform, "_find_non_ssm_backend")``), and raises when B's
+    base no longer has it. The coupling is the vLLM base's member, for each vLLM base the class derives from."""
+    owner, _, member = site.ref.path.rpartition(".")
+    cls = lineage.class_of(Ref(owner)) if owner and not site.ref.in_vllm else None
+    if cls is None:
+        return []
+    family = lineage.family(cls)
+    if member in family.binds or member in family.assigns:
+        return []
+    bases = lineage.of(cls)[0]
+    return [Coupling("patch", path, site.line, f"{base}.{member}", site.detail) for base in bases[:1]]
+
+
+def _installed(
+    site: sites.Site, exports: Exports, modules: frozenset[str], functions: dict[str, dict[str, Receiver]]
+) -> Receiver | None:
+    """What a patch installs when it is a function another module of the tree defines (``installs_from``)."""
+    if site.installs_from is None:
+        return None
+    for ref in follow(site.installs_from, exports, modules):
+        module, _, name = ref.path.rpartition(".")
+        if (found := functions.get(module, {}).get(name)) is not None:
+            return replace(found, kind=site.installs_kind or "plain")
+    return None
 
 
 def overrides(tree: _Tree, a: Resolver, b: Resolver, memo: Judged | None = None) -> list[Coupling]:
@@ -278,109 +279,9 @@ def _overlap(copy: tuple[int, ...], old: ast.FunctionDef, new: tuple[int, ...]) 
     return tuple(f"line {method.statements[i].first}: {method.statements[i].code}" for i in both)
 
 
-def with_verdicts(
-    tree: _Tree,
-    couplings: list[Coupling],
-    symbols: dict[str, Symbol],
-    a: Resolver,
-    b: Resolver,
-    memo: Judged | None = None,
-) -> list[Coupling]:
-    """Each coupling with its verdict (``verdicts.judge``), given what the tree's code does with the name."""
-    memo = memo or Judged(None, (), a, b)
-    modules, exports = tree_modules(tree.scans)
-    methods = {
-        (cls.path, line): verdicts.Method(cls.signatures[name], cls.super_calls.get(name, ()))
-        for scan in tree.scans
-        for cls in scan.classes
-        for name, line in cls.methods.items()
-        if name in cls.signatures
-    }
-    lineage = Lineage(tree.scans)
-    subclasses, derived_in = lineage.subclasses(), lineage.derived_in()
-    module_of = {scan.path: scan.module for scan in tree.scans}
-    imported: dict[str, list[str]] = {}  # a file's import couplings' names, longest first (a call goes to the longest)
-    for c in couplings:
-        if c.kind == "import" and not c.why:
-            imported.setdefault(c.path, []).append(c.upstream)
-    refused: dict[tuple[str, str], list[tuple[int, str]]] = {}
-    for scan in tree.scans:
-        names = sorted(set(imported.get(scan.path, [])), key=len, reverse=True)
-        if not names:
-            continue
-        for site in scan.calls:
-            for ref in _vllm(site.ref, exports, modules):
-                owner = next((n for n in names if ref.path == n or ref.path.startswith(n + ".")), None)
-                if owner is None:
-                    continue
-                call = (site.call, site.line, ref.path)
-                why = memo.get("call", call, functools.partial(verdicts.refused_call, *call, a, b))
-                if why:
-                    refused.setdefault((scan.path, owner), []).append((site.line, why))
-    out = []
-    for c in couplings:
-        symbol = symbols.get(c.upstream)
-        change = None if c.why or symbol is None else symbol.change_for(c.imports)
-        # What verdicts.judge reads, besides the change (which the name and the way it is imported decide):
-        asked = (
-            c.kind,
-            c.status,
-            c.upstream,
-            change is None,
-            methods.get((c.path, c.line)) if c.kind == "override" else None,
-            _below(c, subclasses, derived_in, module_of.get(c.path, "")),
-            tuple(refused.get((c.path, c.upstream), [])) if c.kind == "import" else (),
-            c.detail in ("mock.patch", "mock.patch.object"),
-            c.imports,
-            c.own,
-        )
-        found = memo.get("verdict", asked, functools.partial(_verdict, asked, change, a, b))
-        out.append(replace(c, verdict=found.verdict, rule=found.rule, reason=found.reason, at_line=found.line))
-    return out
-
-
-def _below(
-    c: Coupling,
-    subclasses: dict[str, tuple[verdicts.Subclass, ...]],
-    derived_in: dict[str, frozenset[str]],
-    module: str,
-) -> tuple[verdicts.Subclass, ...]:
-    """The tree's classes below the vLLM class an import brings in, when the importing file builds a class on it
-    (what its class statement derives from is what B's changes of the class reach); () for any other import."""
-    for name in (c.upstream, c.name):
-        if name and module in derived_in.get(name, ()):
-            return subclasses.get(name, ())
-    return ()
-
-
-def _verdict(asked: tuple[Any, ...], change: Change | None, a: Resolver, b: Resolver) -> verdicts.Verdict:
-    kind, status, upstream, _, method, subclasses, refused, mocked, imports, own = asked
-    return verdicts.judge(
-        kind,
-        status,
-        upstream,
-        change,
-        a,
-        b,
-        method=method,
-        subclasses=subclasses,
-        refused_calls=refused,
-        mocked=mocked,
-        imports=imports,
-        own_binding=own,
-    )
-
-
-def is_test(path: str) -> bool:
-    """A file of the tree's tests (its patches are a test's, never the tree's start-up patches)."""
-    parts = path.split("/")
-    name = parts[-1]
-    return bool({"tests", "test"} & set(parts[:-1])) or name.startswith("test_") or name in ("conftest.py",)
-
-
 def _own_code(coupling: Coupling) -> bool:
     """Named statically, and the tree's own code (not a test's patch)."""
-    return not coupling.why and not is_test(coupling.path) and coupling.detail not in _TEST_PATCHES
+    return not coupling.why and not is_test(coupling.path) and coupling.detail not in TEST_PATCHES
 
 
 def declarations(couplings: list[Coupling], symbols: dict[str, Symbol], has_registry: bool) -> list[Coupling]:
@@ -452,6 +353,7 @@ def run(
     couplings, symbols = judge(tree, couplings, a, b, commits, memo)
     couplings = declarations(couplings, symbols, registry is not None or bool(declared))
     couplings = with_verdicts(tree, couplings, symbols, a, b, memo)
+    couplings = gated(tree.scans, couplings, new.label)
     couplings.sort(key=lambda c: (c.path, c.line, KINDS.index(c.kind), c.upstream))
     memo.save()
     progress(f"{memo.hits} judgements from the cache")

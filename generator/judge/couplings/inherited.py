@@ -12,12 +12,19 @@ from __future__ import annotations
 
 import ast
 
+from generator.judge.couplings.classbody import (
+    bound_names,
+    class_statements,
+    decorator_names,
+    generates_init,
+    merge_fields,
+    own_fields,
+    self_assigned,
+)
 from generator.judge.couplings.signatures import Param, Signature
-from generator.judge.couplings.sites import class_statements, self_assigned
 from generator.judge.couplings.upstream import Definition, Resolver
 
 _DEPTH = 24  # bases followed before giving up (as the resolver does)
-_NAMED_TUPLE = ("NamedTuple", "typing.NamedTuple")
 
 
 def lineage(resolver: Resolver, definition: Definition) -> list[Definition]:
@@ -38,27 +45,6 @@ def lineage(resolver: Resolver, definition: Definition) -> list[Definition]:
     return list(reversed(list(seen.values())))
 
 
-def _decorator_names(node: ast.AST) -> list[str]:
-    out = []
-    for decorator in getattr(node, "decorator_list", []):
-        target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        if isinstance(target, ast.Name):
-            out.append(target.id)
-        elif isinstance(target, ast.Attribute):
-            out.append(target.attr)
-    return out
-
-
-def _bound(stmt: ast.stmt) -> list[str]:
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return [stmt.name]
-    if isinstance(stmt, ast.Assign):
-        return [t.id for t in stmt.targets if isinstance(t, ast.Name)]
-    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-        return [stmt.target.id]
-    return []
-
-
 def _first_bindings(resolver: Resolver, definition: Definition) -> dict[str, tuple[ast.stmt, ast.ClassDef]]:
     """Each member name -> the statement binding it in the first class of the lineage that binds it."""
     out: dict[str, tuple[ast.stmt, ast.ClassDef]] = {}
@@ -67,7 +53,7 @@ def _first_bindings(resolver: Resolver, definition: Definition) -> dict[str, tup
         if not isinstance(node, ast.ClassDef):
             continue
         for stmt in class_statements(node.body):
-            for name in _bound(stmt):
+            for name in bound_names(stmt):
                 out.setdefault(name, (stmt, node))
     return out
 
@@ -77,7 +63,7 @@ def abstract_methods(resolver: Resolver, definition: Definition) -> frozenset[st
     return frozenset(
         name
         for name, (stmt, _) in _first_bindings(resolver, definition).items()
-        if "abstractmethod" in _decorator_names(stmt)
+        if "abstractmethod" in decorator_names(stmt)
     )
 
 
@@ -85,7 +71,7 @@ def read_only_properties(resolver: Resolver, definition: Definition) -> frozense
     """Properties with no setter: ``self.<name> = ...`` in a subclass raises AttributeError."""
     out = set()
     for name, (stmt, owner) in _first_bindings(resolver, definition).items():
-        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) or "property" not in _decorator_names(stmt):
+        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) or "property" not in decorator_names(stmt):
             continue
         setter = any(
             isinstance(d, ast.Attribute) and d.attr == "setter" and isinstance(d.value, ast.Name) and d.value.id == name
@@ -100,7 +86,7 @@ def read_only_properties(resolver: Resolver, definition: Definition) -> frozense
 def fields(resolver: Resolver, definition: Definition) -> tuple[str, ...] | None:
     """The fields a dataclass's or a NamedTuple's generated ``__init__`` takes, in order (``name=`` when it
     has a default, ``*name`` when keyword-only); None when no class of the lineage generates one."""
-    found = _init_fields(resolver, definition)
+    found = init_fields(resolver, definition)
     if found is None:
         return None
     return tuple(("*" if kw else "") + name + ("=" if default else "") for name, default, kw in found)
@@ -113,11 +99,11 @@ def init_signature(resolver: Resolver, definition: Definition) -> Signature | No
         node = cls.node
         if not isinstance(node, ast.ClassDef):
             continue
-        if any(name in ("__init__", "__new__") for stmt in class_statements(node.body) for name in _bound(stmt)):
+        if any(name in ("__init__", "__new__") for stmt in class_statements(node.body) for name in bound_names(stmt)):
             return None  # written out: the resolver's own reading of it decides
-        if _generates_init(node):
+        if generates_init(node):
             break
-    found = _init_fields(resolver, definition)
+    found = init_fields(resolver, definition)
     if found is None:
         return None
     positional = tuple(Param(name, default) for name, default, kw in found if not kw)
@@ -125,64 +111,11 @@ def init_signature(resolver: Resolver, definition: Definition) -> Signature | No
     return Signature(positional, 0, keyword_only, False, False)
 
 
-def _init_fields(resolver: Resolver, definition: Definition) -> list[tuple[str, bool, bool]] | None:
+def init_fields(resolver: Resolver, definition: Definition) -> list[tuple[str, bool, bool]] | None:
     """(name, has a default, keyword-only) for each field the generated ``__init__`` takes, in order."""
     classes = [c.node for c in lineage(resolver, definition) if isinstance(c.node, ast.ClassDef)]
-    generated = [c for c in classes if _generates_init(c)]
-    if not generated:
-        return None
-    out: dict[str, tuple[str, bool, bool]] = {}
-    for cls in reversed(generated):  # a dataclass takes its bases' fields first; a redefinition keeps the place
-        kw_only = bool(_decorator_option(cls, "kw_only"))
-        for stmt in class_statements(cls.body):
-            if not isinstance(stmt, ast.AnnAssign) or not isinstance(stmt.target, ast.Name):
-                continue
-            annotation = ast.unparse(stmt.annotation)
-            if "ClassVar" in annotation:  # not a field
-                continue
-            if annotation.endswith("KW_ONLY"):  # the sentinel: the fields after it are keyword-only
-                kw_only = True
-                continue
-            default, in_init, own_kw = _field_options(stmt.value)
-            if in_init:
-                name = stmt.target.id
-                out[name] = (name, default, own_kw if own_kw is not None else kw_only)
-            else:
-                out.pop(stmt.target.id, None)
-    return list(out.values())
-
-
-def _field_options(value: ast.expr | None) -> tuple[bool, bool, bool | None]:
-    """(has a default, is an ``__init__`` parameter, keyword-only if ``field()`` says) of a field's value."""
-    if value is None:
-        return False, True, None
-    call = value if isinstance(value, ast.Call) else None
-    func = call.func if call is not None else None
-    named = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-    if call is None or named != "field":
-        return True, True, None
-    options = {k.arg: k.value for k in call.keywords if k.arg}
-    default = "default" in options or "default_factory" in options
-    off = options.get("init")
-    init = not (isinstance(off, ast.Constant) and off.value is False)
-    kw = options.get("kw_only")
-    return default, init, kw.value if isinstance(kw, ast.Constant) and isinstance(kw.value, bool) else None
-
-
-def _decorator_option(cls: ast.ClassDef, option: str) -> object:
-    """The constant a class decorator's call passes as ``option`` (``@dataclass(kw_only=True)``); None if none."""
-    for decorator in cls.decorator_list:
-        if isinstance(decorator, ast.Call):
-            for keyword in decorator.keywords:
-                if keyword.arg == option and isinstance(keyword.value, ast.Constant):
-                    return keyword.value.value
-    return None
-
-
-def _generates_init(cls: ast.ClassDef) -> bool:
-    if any(ast.unparse(b) in _NAMED_TUPLE for b in cls.bases):
-        return True
-    return "dataclass" in _decorator_names(cls) and _decorator_option(cls, "init") is not False
+    layers = [found for c in reversed(classes) if (found := own_fields(c)) is not None]  # bases' fields first
+    return merge_fields(layers) if layers else None
 
 
 def provides(resolver: Resolver, definition: Definition) -> tuple[frozenset[str], frozenset[str]]:
@@ -195,7 +128,7 @@ def provides(resolver: Resolver, definition: Definition) -> tuple[frozenset[str]
         if not isinstance(node, ast.ClassDef):
             continue
         for stmt in class_statements(node.body):
-            members.update(_bound(stmt))
+            members.update(bound_names(stmt))
             if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
                 assigned.update(self_assigned(stmt))
     return frozenset(members), frozenset(assigned)

@@ -11,7 +11,8 @@ import functools
 from collections.abc import Sequence
 
 from generator.judge.couplings import inherited, sites, verdicts
-from generator.judge.couplings.bindings import Exports, follow
+from generator.judge.couplings.bindings import Exports, Ref, follow
+from generator.judge.couplings.instances import Family, Use
 from generator.judge.couplings.judged import Judged
 from generator.judge.couplings.upstream import Definition, Resolver
 
@@ -98,6 +99,76 @@ class Lineage:
             for base in bases:
                 out.setdefault(base, set()).add(verdicts.Subclass(cls.qualname, binds, assigns))
         return {base: tuple(sorted(found)) for base, found in out.items()}
+
+    def family(self, cls: sites.TreeClass) -> Family:
+        """What ``cls`` and the tree's classes between it and vLLM write (``instances``)."""
+        between = [self.classes[k] for k in self.of(cls)[1] if k in self.classes]
+        chain = [cls, *between]
+        init = next((c for c in chain if "__init__" in c.methods or "__new__" in c.methods), None)
+        return Family(
+            cls.qualname,
+            frozenset(n for c in chain for n in (*c.methods, *c.attributes)),
+            frozenset(n for c in chain for n in c.assigns),
+            init is not None,
+            init is not None and bool(init.super_calls.get("__init__")),
+            tuple(c.fields for c in reversed(chain) if c.fields is not None),
+        )
+
+    def class_of(self, ref: Ref) -> sites.TreeClass | None:
+        """The tree's class a reference names (through the tree's own modules), if any."""
+        for target in [ref] if self._tree_class(ref.path) else follow(ref, self.exports, self.modules):
+            module, _, name = target.path.rpartition(".")
+            if (found := self.classes.get((module, name))) is not None:
+                return found
+        return None
+
+    def _named_bases(self, cls: sites.TreeClass) -> list[tuple[str, str]]:
+        """(vLLM class, the module whose class statement names it) for ``cls`` and the tree's classes between."""
+        out = []
+        for one in [cls, *(self.classes[k] for k in self.of(cls)[1] if k in self.classes)]:
+            for refs_of in one.bases:
+                for ref in refs_of:
+                    if not self._tree_class(ref.path):
+                        out += [(t.path, one.module) for t in follow(ref, self.exports, self.modules) if t.in_vllm]
+        return list(dict.fromkeys(out))
+
+    def uses(self, scans: Sequence[sites.FileScan]) -> dict[tuple[str, str], list[Use]]:
+        """(a vLLM class the tree derives from, the module whose class statement names it) -> what the tree does
+        with objects of its classes below it there: calls of them, attributes set on them, objects built bare,
+        an ``__init__`` without the base's."""
+        out: dict[tuple[str, str], list[Use]] = {}
+        families: dict[tuple[str, str], Family] = {}
+
+        def add(cls: sites.TreeClass, use: Use) -> None:
+            for key in self._named_bases(cls):
+                out.setdefault(key, []).append(use)
+
+        def family(cls: sites.TreeClass) -> Family:
+            key = (cls.module, cls.qualname)
+            if key not in families:
+                families[key] = self.family(cls)
+            return families[key]
+
+        for cls in self.classes.values():
+            found = family(cls)
+            if found.own_init and not found.calls_base_init and "__init__" in cls.methods and self.of(cls)[0]:
+                add(cls, Use(found, cls.path, cls.methods["__init__"], "init"))
+        for scan in scans:
+            for call in scan.calls:
+                called = None if call.ref.in_vllm else self.class_of(call.ref)
+                if called is not None and self.of(called)[0]:
+                    add(called, Use(family(called), scan.path, call.line, "call", call.call))
+            for built in scan.built:
+                made = None if built.cls.in_vllm else self.class_of(built.cls)
+                if made is None or not self.of(made)[0]:
+                    continue
+                for attr, line in built.assigns:
+                    add(made, Use(family(made), scan.path, line, "assign", attrs=(attr,)))
+                if built.bare:
+                    attrs = tuple(sorted({a for a, _ in built.assigns}))
+                    methods = tuple(sorted({m for m, _ in built.calls}))
+                    add(made, Use(family(made), scan.path, built.line, "bare", attrs=attrs, methods=methods))
+        return out
 
 
 def nearest(defining: list[str], a: Resolver, b: Resolver, memo: Judged) -> str:

@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from generator.judge.couplings import changes, verdicts
-from generator.judge.couplings.impact import KINDS, Coupling, Impact, is_test
+from generator.judge.couplings.impact import KINDS, Impact
+from generator.judge.couplings.record import Coupling, is_test
 
 SCHEMA_VERSION = 1
 _LISTED = (verdicts.BREAKS, verdicts.REVIEW)  # listed; info is counted (text: listed with --all)
@@ -186,6 +187,12 @@ def _coupling(c: Coupling) -> dict[str, Any]:
         out["overlap"] = list(c.overlap)
     if c.at_line:
         out["at_line"] = c.at_line
+    if c.at_path:
+        out["at_path"] = c.at_path
+    if c.at_end:
+        out["at_end"] = c.at_end
+    if c.receiver:
+        out["receiver"] = c.receiver
     return out
 
 

@@ -52,6 +52,29 @@ class Call:
     double_star: bool = False  # a ``**x``: fills any keywords
 
 
+@dataclass(frozen=True)
+class Receiver:
+    """A function of the tree that vLLM's code calls in place of its own (an override, what a patch installs):
+    where it is, and how Python binds a call to it."""
+
+    qualname: str  # as a TypeError names it (``Cls.method``, ``function``)
+    path: str
+    line: int
+    end: int
+    signature: Signature  # as written (``self`` included)
+    # plain | static | class: how it sits on a class (a def, a staticmethod, a classmethod); function: a
+    # module's attribute, which no call binds
+    kind: str = "plain"
+
+    def bound_for(self, through_instance: bool) -> Signature:
+        """The signature a call binds to: through an instance (``obj.m(x)``) a plain method takes the instance
+        first; through the class (``Cls.m(x)``) only a classmethod takes anything first; a staticmethod and a
+        module's function never do."""
+        if self.kind == "class" or (self.kind == "plain" and through_instance):  # "function", "static": as written
+            return self.signature.bound()
+        return self.signature
+
+
 def of(args: ast.arguments) -> Signature:
     """The signature of a ``def``'s ``args``."""
     positional = [*args.posonlyargs, *args.args]

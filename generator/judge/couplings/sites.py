@@ -15,9 +15,11 @@ import hook) is an *unresolved* site with why.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from generator.judge import gates
 from generator.judge.couplings.bindings import (
     Ref,
     Scope,
@@ -27,7 +29,9 @@ from generator.judge.couplings.bindings import (
     module_name,
     refs,
 )
-from generator.judge.couplings.signatures import Call, Signature, call_of, of
+from generator.judge.couplings.classbody import Field, class_statements, own_fields, self_assigned, self_read
+from generator.judge.couplings.objects import Built, built_in
+from generator.judge.couplings.signatures import Call, Receiver, Signature, call_of, of
 
 _MOCK_PATCH = frozenset({"unittest.mock.patch", "mock.patch"})
 _MOCK_OBJECT = frozenset({"unittest.mock.patch.object", "mock.patch.object"})
@@ -45,6 +49,14 @@ class Site:
     # An import: the module the statement imports (``import a.b`` -> ``a.b``, ``from a.b import X`` -> ``a.b``),
     # which Python finds as a file (no package's ``__getattr__`` serves it), as the file names it.
     module: str = ""
+    # A patch that installs a function: the file's own (``Cls.m = staticmethod(_impl)``, a lambda), or a name
+    # of another module of the tree it imports (``installs_from``, its kind in ``installs_kind``), read later.
+    installs: Receiver | None = None
+    installs_from: Ref | None = None
+    installs_kind: str = ""
+    # A test's patch that adds the attribute when it is missing (``create=True``, ``raising=False``): it never
+    # raises for a target B no longer has.
+    creates: bool = False
 
 
 @dataclass
@@ -66,6 +78,13 @@ class TreeClass:
     # (a base's new abstract method it already binds is no gap; a base's read-only property it assigns is).
     attributes: frozenset[str] = frozenset()
     assigns: frozenset[str] = frozenset()
+    # Each method's kind (plain | static | class: how a call binds it) and last line.
+    kinds: dict[str, str] = field(default_factory=dict)
+    ends: dict[str, int] = field(default_factory=dict)
+    # A dataclass's or NamedTuple's own fields (``classbody.own_fields``; None: it generates no ``__init__``), and
+    # the attributes its methods read on ``self``.
+    fields: tuple[Field, ...] | None = None
+    reads: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -85,6 +104,12 @@ class FileScan:
     classes: list[TreeClass] = field(default_factory=list)
     exports: dict[str, list[Ref]] = field(default_factory=dict)
     calls: list[CallSite] = field(default_factory=list)
+    functions: dict[str, Receiver] = field(default_factory=dict)  # the module's own top-level functions
+    built: list[Built] = field(default_factory=list)  # objects its functions build of a class it names
+    # Its version gates (the lines that run only where a test naming a gate helper holds), and its own
+    # functions that are gate helpers (their dotted path -> how they compare the version: ``gates.helper_op``).
+    regions: list[gates.Region] = field(default_factory=list)
+    helpers: dict[str, str] = field(default_factory=dict)
 
 
 def _short(node: ast.AST | None, lines: list[str], limit: int = 60) -> str:
@@ -111,9 +136,54 @@ class _Walker:
         self.is_package = path.endswith("__init__.py")
         self.scan = FileScan(path, self.module)
         self.top_classes: dict[str, str] = {}  # a top-level class's name -> qualname
+        self.defs: list[dict[str, Receiver]] = []  # the functions each enclosing scope defines, innermost last
+        self.own_classes: dict[str, str] = {}  # the file's top-level classes, by name, as dotted paths
 
-    def site(self, kind: str, node: ast.AST, ref: Ref, detail: str = "", why: str = "", module: str = "") -> None:
-        self.scan.sites.append(Site(kind, getattr(node, "lineno", 0), ref, detail, why, module))
+    def site(
+        self,
+        kind: str,
+        node: ast.AST,
+        ref: Ref,
+        detail: str = "",
+        why: str = "",
+        module: str = "",
+        installs: tuple[Receiver | None, Ref | None, str] = (None, None, ""),
+        creates: bool = False,
+    ) -> None:
+        line = getattr(node, "lineno", 0)
+        self.scan.sites.append(Site(kind, line, ref, detail, why, module, *installs, creates=creates))
+
+    def functions_of(self, body: Sequence[ast.stmt], prefix: str) -> dict[str, Receiver]:
+        """The functions a module's or a function's body defines, as what a patch may install."""
+        return {
+            node.name: Receiver(f"{prefix}{node.name}", self.path, node.lineno, node.end_lineno or node.lineno,
+                                of(node.args), "function")
+            for node in scope_statements(body)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }  # fmt: skip
+
+    def installed(self, value: ast.AST | None, scope: Scope) -> tuple[Receiver | None, Ref | None, str]:
+        """What a patch's value installs, when it is a function the tree defines: ``f``, ``staticmethod(f)``,
+        ``classmethod(f)`` or a lambda, with how a call binds it (``installs``); a name another module of the
+        tree binds (``installs_from``) is read once every file is. A plain function put on a module is bound
+        by no call, as on a class by none through the class: ``plain`` serves both."""
+        kind = "plain"
+        wrapper = value.func.id if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) else ""
+        if wrapper in ("staticmethod", "classmethod") and len(value.args) == 1 and not scope.lookup(wrapper):  # type: ignore[union-attr]
+            kind = "static" if wrapper == "staticmethod" else "class"
+            value = value.args[0]  # type: ignore[union-attr]
+        if isinstance(value, ast.Lambda):
+            end = value.end_lineno or value.lineno
+            return Receiver("<lambda>", self.path, value.lineno, end, of(value.args), kind), None, ""
+        if not isinstance(value, ast.Name):
+            return None, None, ""
+        for defs in reversed(self.defs):
+            if (found := defs.get(value.id)) is not None:
+                return replace(found, kind=kind), None, ""
+        for ref in refs(value, scope):
+            if not ref.in_vllm:
+                return None, ref, kind
+        return None, None, ""
 
     def fill(self, scope: Scope, body: Sequence[ast.stmt]) -> None:
         for node in scope_statements(body):
@@ -152,7 +222,11 @@ class _Walker:
         scope = Scope(parent, "function")
         bind_arguments(node.args, scope)
         self.fill(scope, node.body)
-        self.visit(node.body, scope, f"{prefix}{node.name}.<locals>.")
+        inner = f"{prefix}{node.name}.<locals>."
+        self.scan.built += built_in(node.body, scope, self.own_classes)
+        self.defs.append(self.functions_of(node.body, inner))
+        self.visit(node.body, scope, inner)
+        self.defs.pop()
 
     def klass(self, node: ast.ClassDef, parent: Scope, prefix: str) -> None:
         qualname = f"{prefix}{node.name}"
@@ -169,6 +243,8 @@ class _Walker:
         sigs = {m.name: of(m.args) for m in defs}
         supers = {m.name: super_calls(m) for m in defs}
         attributes = frozenset(_class_level_names(node.body))
+        kinds = {m.name: method_kind(m) for m in defs}
+        ends = {m.name: m.end_lineno or m.lineno for m in defs}
         self.scan.classes.append(
             TreeClass(
                 self.path,
@@ -182,6 +258,10 @@ class _Walker:
                 supers,
                 attributes,
                 frozenset(name for m in defs for name in self_assigned(m)),
+                kinds,
+                ends,
+                None if (found := own_fields(node)) is None else tuple(found),
+                frozenset(name for m in defs for name in self_read(m)),
             )
         )
         scope = Scope(parent, "class")
@@ -215,7 +295,7 @@ class _Walker:
                         why="replaces Python's import hook: which vLLM modules it swaps is decided at run time",
                     )
                 else:
-                    self.site("patch", node, ref.child(target.attr), what)
+                    self.site("patch", node, ref.child(target.attr), what, installs=self.installed(value, scope))
         elif isinstance(target, ast.Subscript):
             key = _string(target.slice)
             inner = target.value
@@ -240,9 +320,10 @@ class _Walker:
             name = _string(args[1])
             found = refs(args[0], scope)
             verb = "sets it by setattr" if func.id == "setattr" else "deletes it by delattr"
+            value = args[2] if func.id == "setattr" and len(args) > 2 else None
             for ref in found:
                 if name is not None:
-                    self.site("patch", node, ref.child(name), verb)
+                    self.site("patch", node, ref.child(name), verb, installs=self.installed(value, scope))
                 else:
                     self.site("unresolved", node, ref, why=f"{func.id} with an attribute name computed at run time")
             if not found and in_modules_loop:
@@ -253,17 +334,19 @@ class _Walker:
                     why=f"{func.id} on every module sys.modules holds: its targets are decided at run time",
                 )
         elif callee & _MOCK_PATCH and args and (target := _string(args[0])) is not None:
-            self.site("patch", node, Ref(target), "mock.patch")
+            self.site("patch", node, Ref(target), "mock.patch", creates=_keyword_true(node, "create"))
         elif callee & _MOCK_OBJECT and len(args) >= 2 and (name := _string(args[1])) is not None:
             for ref in refs(args[0], scope):
-                self.site("patch", node, ref.child(name), "mock.patch.object")
+                self.site("patch", node, ref.child(name), "mock.patch.object", creates=_keyword_true(node, "create"))
         elif isinstance(func, ast.Attribute) and func.attr == "setattr" and _is_monkeypatch(func.value):
             first = _string(args[0]) if args else None
             if first is not None and "." in first:
-                self.site("patch", node, Ref(first), "monkeypatch.setattr")
+                self.site("patch", node, Ref(first), "monkeypatch.setattr", creates=_keyword_false(node, "raising"))
             elif len(args) >= 2 and (name := _string(args[1])) is not None:
                 for ref in refs(args[0], scope):
-                    self.site("patch", node, ref.child(name), "monkeypatch.setattr")
+                    self.site(
+                        "patch", node, ref.child(name), "monkeypatch.setattr", creates=_keyword_false(node, "raising")
+                    )
 
 
 def scope_statements(body: Sequence[ast.AST]) -> Iterator[ast.stmt]:
@@ -325,39 +408,29 @@ def _class_level_names(body: Sequence[ast.stmt]) -> Iterator[str]:
         yield from (t.id for t in targets if isinstance(t, ast.Name))
 
 
-def self_assigned(method: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
-    """``<first parameter>.<name> = ...`` (plain, annotated, augmented, in a tuple) anywhere in the method's
-    body; ``self.x[i] = ...`` and ``self.x.y = ...`` set nothing named ``x``."""
-    params = [*method.args.posonlyargs, *method.args.args]
-    if not params:
-        return set()
-    receiver, out = params[0].arg, set()
-    for node in ast.walk(method):
-        if isinstance(node, ast.Assign):
-            targets: list[ast.expr] = list(node.targets)
-        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
-            targets = [node.target]
-        else:
-            continue
-        for target in targets:
-            for part in ast.walk(target) if isinstance(target, (ast.Tuple, ast.List)) else [target]:
-                if isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name) and part.value.id == receiver:
-                    out.add(part.attr)
-    return out
+def method_kind(method: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """How a call binds a method of a class body: ``plain`` (the instance first), ``static``, ``class``."""
+    names = {d.id for d in method.decorator_list if isinstance(d, ast.Name)}
+    return "static" if "staticmethod" in names else "class" if "classmethod" in names else "plain"
+
+
+def _callee(scope: Scope, func: ast.expr) -> list[str]:
+    """What a gate's call calls, through the module's names; a bare name they do not bind (an import inside a
+    function, the helper's own module) as ``?name``, which a helper of that name answers."""
+    found = [r.path for r in refs(func, scope)]
+    return found or ([f"?{func.id}"] if isinstance(func, ast.Name) else [])
+
+
+def _keyword_true(call: ast.Call, name: str) -> bool:
+    return any(k.arg == name and isinstance(k.value, ast.Constant) and k.value.value is True for k in call.keywords)
+
+
+def _keyword_false(call: ast.Call, name: str) -> bool:
+    return any(k.arg == name and isinstance(k.value, ast.Constant) and k.value.value is False for k in call.keywords)
 
 
 def _is_monkeypatch(node: ast.AST) -> bool:
     return isinstance(node, ast.Name) and node.id in ("monkeypatch", "mp")
-
-
-def class_statements(body: Sequence[ast.stmt]) -> Iterator[ast.stmt]:
-    """A class body's own statements, those under ``if``/``try`` included."""
-    for stmt in body:
-        yield stmt
-        if isinstance(stmt, (ast.If, ast.Try)):
-            for block in ("body", "orelse", "finalbody", "handlers"):
-                for inner in getattr(stmt, block, []):
-                    yield from class_statements(getattr(inner, "body", [inner]) if block == "handlers" else [inner])
 
 
 def scan(tree: ast.Module, path: str, text: str | None = None) -> FileScan:
@@ -369,6 +442,16 @@ def scan(tree: ast.Module, path: str, text: str | None = None) -> FileScan:
     walker = _Walker(path, any(word in source for word in _CALL_WORDS), source.splitlines())
     top = Scope(None, "module")
     walker.fill(top, tree.body)
+    walker.scan.functions = walker.functions_of(tree.body, "")
+    walker.defs.append(walker.scan.functions)
+    walker.own_classes = {n.name: f"{walker.module}.{n.name}" for n in tree.body if isinstance(n, ast.ClassDef)}
+    walker.scan.built += built_in(tree.body, top, walker.own_classes)
+    walker.scan.helpers = {
+        f"{walker.module}.{node.name}": op
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (op := gates.helper_op(node)) is not None
+    }
+    walker.scan.regions = gates.regions(tree.body, functools.partial(_callee, top))
     walker.visit(tree.body, top, "")
     names = {*top.names, *top.pending}
     walker.scan.exports = {name: refs(ast.Name(name, ast.Load()), top) for name in sorted(names)}

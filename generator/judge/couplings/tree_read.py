@@ -23,16 +23,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.judge import provenance
+from generator.judge import gates, provenance
 from generator.judge.census import reading
 from generator.judge.census.reading import Function, Skipped
-from generator.judge.couplings import bindings, signatures, sites
+from generator.judge.couplings import bindings, classbody, objects, signatures, sites
 from generator.sources import cache
 from generator.sources.base import Progress
 
 NO_CACHE_ENV = "BALANCE_PATCHGEN_NO_READ_CACHE"  # set (to anything but ""): read every file afresh
 _PARALLEL_FROM = 64  # files to read before worker processes pay for their start
-_READERS = (sites, bindings, signatures, reading, provenance)
+_READERS = (sites, bindings, classbody, objects, gates, signatures, reading, provenance)
 
 
 @dataclass

@@ -303,6 +303,42 @@ class Resolver:
             bindings = bindings_of(node.body) if isinstance(node, ast.ClassDef) else {}
         return node
 
+    def has_attribute(self, dotted: str) -> bool | None:
+        """Whether the module or class ``dotted``'s parent names binds its last name at this release, by any
+        binding (an import of something outside vLLM too: ``mock.patch`` replaces whatever is there); None when
+        the parent is not a module or class known statically."""
+        parent, _, name = dotted.rpartition(".")
+        found = self.resolve(parent) if parent else None
+        if not isinstance(found, Definition):
+            return None
+        if found.kind == "module":
+            module = self.module(found.module)
+            if module is None:
+                return False
+            if name in module.bindings or self._is_file(f"{found.module}.{name}"):
+                return True
+            return None if "__getattr__" in module.bindings else False  # served at run time, or not
+        if found.kind != "class":
+            return None
+        classes, todo = [found], [found]
+        while todo and len(classes) < _DEPTH:
+            for base in self.bases(todo.pop()):
+                classes.append(base)
+                todo.append(base)
+        for cls in classes:
+            if isinstance(cls.node, ast.ClassDef) and name in bindings_of(cls.node.body):
+                return True
+        if any(isinstance(c.node, ast.ClassDef) and not self._all_bases_known(c) for c in classes):
+            return None  # a base outside vLLM may bind it
+        return False
+
+    def _all_bases_known(self, cls: Definition) -> bool:
+        node = cls.node
+        assert isinstance(node, ast.ClassDef)
+        plain = {"object", "ABC", "abc.ABC", "Generic", "typing.Generic", "Protocol", "typing.Protocol"}
+        known = len(self.bases(cls))
+        return known == sum(1 for b in node.bases if (_dotted(b) or "") not in plain)
+
     def defines(self, class_name: str, member: str) -> Definition | None:
         """The definition of ``member`` a vLLM class has, its own or inherited from a vLLM base."""
         found = self.resolve(f"{class_name}.{member}")

@@ -22,7 +22,8 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping
 
 from generator.judge.couplings import signatures
-from generator.judge.couplings.sites import self_assigned, super_calls
+from generator.judge.couplings.classbody import self_assigned
+from generator.judge.couplings.sites import super_calls
 from generator.judge.resync.check import function_of, unbound
 from generator.judge.resync.merge import header
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from generator.judge.couplings import changes, inherited
-from generator.judge.couplings.impact import Coupling, Impact
+from generator.judge.couplings.impact import Impact
+from generator.judge.couplings.record import Coupling
 from generator.judge.couplings.upstream import Definition, Resolver
 from generator.judge.resync import Conflict, Merged, Redundant, Unchanged
 from generator.sources.package import Package

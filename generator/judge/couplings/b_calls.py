@@ -1,0 +1,65 @@
+"""B's own calls of the definitions the tree's functions stand in for, asked together for one run of ``impact``.
+
+An override or a patch's function is asked about only where B's signature of what it replaces differs from
+A's (B's callers pass what A's did not); every name asked is read in both releases' files in one pass
+(``calls.CallIndex.prepare``), and only for what the judgement cache does not keep.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Hashable
+
+from generator.judge.couplings import calls, verdicts
+from generator.judge.couplings.changes import Change
+from generator.judge.couplings.judged import Judged
+from generator.judge.couplings.record import Coupling
+from generator.judge.couplings.signatures import Receiver
+from generator.judge.couplings.upstream import Resolver
+
+
+class BCalls:
+    """B's own calls of each definition a tree's function replaces that the function refuses (``calls``),
+    asked together so both releases' files are read once for every name, and only for what is not kept."""
+
+    def __init__(self, a: Resolver, b: Resolver, memo: Judged) -> None:
+        self.a, self.b, self.memo = a, b, memo
+        self.asked: dict[tuple[str, str], tuple[Hashable, Change, Receiver, str | None, bool]] = {}
+        self.indexes: tuple[calls.CallIndex, calls.CallIndex] | None = None
+
+    def ask(self, c: Coupling, change: Change, receiver: Receiver) -> None:
+        """Only where B's signature of the definition differs from A's: B's callers pass what A's did not."""
+        old, new = change.old, change.new
+        if old is None or new is None:
+            return
+        differs = functools.partial(lambda o, n: verdicts.signature_of(o) != verdicts.signature_of(n), old, new)
+        if not self.memo.get("signature-differs", (old.name, new.name), differs):  # kept: no statement parsed
+            return
+        patched = c.kind == "patch"
+        parent = c.upstream.rpartition(".")[0]
+        owner = parent if "." in new.qualname else None
+        key = (c.upstream, owner, patched, receiver.signature, receiver.kind)
+        self.asked[(c.path, f"{c.line}:{c.upstream}")] = (key, change, receiver, owner, patched)
+
+    def answer(self, c: Coupling) -> tuple[str, str] | None:
+        found = self.asked.get((c.path, f"{c.line}:{c.upstream}"))
+        if found is None:
+            return None
+        key, change, receiver, owner, patched = found
+        return self.memo.get("b-call", key, functools.partial(self._refused, change, receiver, owner, patched))
+
+    def _refused(self, change: Change, receiver: Receiver, owner: str | None, patched: bool) -> tuple[str, str] | None:
+        if self.indexes is None:  # the first question not kept: read every name asked, once per release
+            self.indexes = (calls.CallIndex(self.a), calls.CallIndex(self.b))
+            names = {ch.new.qualname.rpartition(".")[2] for _, ch, *_ in self.asked.values() if ch.new is not None}
+            for index in self.indexes:
+                index.prepare(names)
+        old, new = change.old, change.new
+        assert old is not None and new is not None
+        at_a = self.indexes[0].reaching(old, owner, patched)
+        at_b = self.indexes[1].reaching(new, owner, patched)
+        found = calls.refused(receiver, at_a, at_b)
+        if found is None:
+            return None
+        call, reason = found
+        return f"{self.b.label}'s {call.caller or 'module'} at {call.site}", reason
