@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from generator.judge import provenance
+from generator.judge.census import newer_syntax
 
 # A copy shares at least this many statements with its upstream function (the def line is one):
 # below it, one-line accessors and `super().__init__(...)` wrappers would match by chance.
@@ -197,13 +198,24 @@ def python_files(root: Path) -> Iterator[Path]:
                 yield Path(folder) / name
 
 
-def parse(source: str | bytes, rel: str, skipped: list[Skipped]) -> ast.Module | None:
-    """``source`` parsed, or None with the reason in ``skipped`` (a tree's file that is not Python is no crash)."""
+def parse(
+    source: str | bytes, rel: str, skipped: list[Skipped], newer: list[Skipped] | None = None
+) -> ast.Module | None:
+    """``source`` parsed, or None with the reason in ``skipped`` (a tree's file that is not Python is no crash).
+
+    A file of a newer Python's syntax than the running one is read all the same (``newer_syntax``), and said
+    in ``newer``."""
     try:
-        return ast.parse(source, filename=rel)
-    except (SyntaxError, ValueError) as exc:  # ValueError: null bytes
-        line = f" (line {exc.lineno})" if isinstance(exc, SyntaxError) and exc.lineno else ""
-        skipped.append(Skipped(rel, f"does not parse{line}"))
+        tree, note = newer_syntax.parse(source, rel)
+        if note and newer is not None:
+            newer.append(Skipped(rel, note))
+        return tree
+    except (SyntaxError, ValueError, UnicodeDecodeError) as exc:  # ValueError: null bytes
+        if isinstance(exc, SyntaxError) and exc.msg.startswith("a newer Python"):
+            skipped.append(Skipped(rel, f"does not parse: {exc.msg}"))
+        else:
+            line = f" (line {exc.lineno})" if isinstance(exc, SyntaxError) and exc.lineno else ""
+            skipped.append(Skipped(rel, f"does not parse{line}"))
     except RecursionError:
         skipped.append(Skipped(rel, "nests too deeply to parse"))
     return None

@@ -254,21 +254,48 @@ class Mover:
         return self._where
 
     def find(self, old: Definition, old_resolver: Resolver) -> Definition | None:
-        """B's definition most like ``old`` under another module, by the same name and kind."""
+        """B's definition of ``old`` under another module, by the same name and kind, when the move can be shown
+        (``candidates``: exactly one)."""
+        found = self.candidates(old, old_resolver)
+        return found[0] if len(found) == 1 else None
+
+    def candidates(self, old: Definition, old_resolver: Resolver) -> list[Definition]:
+        """Where ``old`` may have gone: B's definitions like it under another module, by name and kind.
+
+        A member moves only with its class: while the class still stands at B where it was, a method gone from
+        it was removed from it, and a namesake in another class (another runner, another role) is not where it
+        went. A candidate A had already is another definition that was there all along (a GPU input batch is not
+        where the TPU one went). More than one candidate is no move either: which one is a person's call.
+        """
         if old.kind == "module":
-            return self._module(old, old_resolver)
+            moved = self._module(old, old_resolver)
+            return [moved] if moved is not None else []
         head = old.qualname.partition(".")[0]
-        best: tuple[float, Definition] | None = None
+        if "." in old.qualname and isinstance(self.resolver.resolve(f"{old.module}.{head}"), Definition):
+            return []  # its class stands where it was: the member was removed from it
+        found_all = []
         for module in dict.fromkeys(self._index().get(head, [])):
             found = self.resolver.resolve(f"{module}.{old.qualname}")
             if not isinstance(found, Definition) or found.kind != old.kind or found.name == old.name:
                 continue
             if found.module != module:  # a re-export of it: the defining module is listed too
                 continue
-            likeness = _likeness(old, found)
-            if likeness >= MOVED_LIKENESS and (best is None or likeness > best[0]):
-                best = (likeness, found)
-        return best[1] if best else None
+            if isinstance(old_resolver.resolve(found.name), Definition):  # there at A already: not where it went
+                continue
+            if _likeness(old, found) >= MOVED_LIKENESS:
+                found_all.append(found)
+        return found_all
+
+    def namesakes(self, old: Definition) -> list[str]:
+        """B's definitions of the same name and kind elsewhere (for a report: none of them is shown to be it)."""
+        head = old.qualname.partition(".")[0]
+        out = []
+        for module in dict.fromkeys(self._index().get(head, [])):
+            found = self.resolver.resolve(f"{module}.{old.qualname}")
+            same_kind = isinstance(found, Definition) and found.kind == old.kind and found.name != old.name
+            if same_kind and found.module == module:  # type: ignore[union-attr]
+                out.append(found.name)  # type: ignore[union-attr]
+        return out
 
     def _module(self, old: Definition, old_resolver: Resolver) -> Definition | None:
         """Where a module gone at B went whole: a module of the same file name that A did not have, holding
@@ -337,7 +364,9 @@ def judge(name: str, old: Resolution, new: Resolution, a: Resolver, b: Resolver,
         kept = b.resolve(old.name) if reexported else new
         moved = kept if isinstance(kept, Definition) else mover.find(old, a) if old.name == name else None
         if moved is None:
-            return Change(REMOVED, detail=new.why, old=old)
+            others = mover.namesakes(old) if old.name == name else []
+            maybe = f"; moved? not shown: B has {', '.join(others[:4])}" if others else ""
+            return Change(REMOVED, detail=f"{new.why}{maybe}", old=old)
         parts, detail = parts_of(old, moved, a, b)
         diff = _diff(old, moved, a, b) if parts else ""
         where = f"{name} is gone at {b.label} ({new.why}); it is {moved.name} there"

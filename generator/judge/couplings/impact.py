@@ -53,6 +53,7 @@ class Impact:
     skipped: list[Skipped]
     registry: str | None  # the registry file read, if any
     seconds: dict[str, float] = field(default_factory=dict)
+    newer: list[Skipped] = field(default_factory=list)  # files read with a newer Python's syntax, and what it is
 
     def verdicts(self) -> dict[str, int]:
         out = dict.fromkeys(verdicts.VERDICTS, 0)
@@ -358,4 +359,5 @@ def run(
     memo.save()
     progress(f"{memo.hits} judgements from the cache")
     seconds["resolve and compare"] = time.monotonic() - clock
-    return Impact(root, old.label, new.label, couplings, symbols, tree.files, tree.skipped, registry, seconds)
+    newer = [Skipped(scan.path, scan.syntax) for scan in tree.scans if scan.syntax]
+    return Impact(root, old.label, new.label, couplings, symbols, tree.files, tree.skipped, registry, seconds, newer)

@@ -65,9 +65,15 @@ def summary_lines(impact: Impact, *, where: bool = True) -> list[str]:
         "by kind: " + ", ".join(f"{kinds[k]} {k}" for k in KINDS) + f" ({tests} in tests)",
         f"{impact.files} files read"
         + (f", {len(impact.skipped)} skipped ({_skipped(impact)})" if impact.skipped else "")
+        + (f", {len(impact.newer)} of a newer Python ({_newer(impact)})" if impact.newer else "")
         + (f"; registry {impact.registry}" if impact.registry else ""),
     ]
     return lines
+
+
+def _newer(impact: Impact, limit: int = 3) -> str:
+    shown = "; ".join(f"{s.path} {s.reason}" for s in impact.newer[:limit])
+    return shown + (f"; +{len(impact.newer) - limit} more" if len(impact.newer) > limit else "")
 
 
 def timing_line(impact: Impact) -> str:
@@ -153,6 +159,7 @@ def to_json(impact: Impact) -> dict[str, Any]:
         "kinds": {k: sum(c.kind == k for c in impact.couplings) for k in KINDS},
         "files": impact.files,
         "skipped": [{"path": s.path, "reason": s.reason} for s in impact.skipped],
+        "newer_syntax": [{"path": s.path, "reason": s.reason} for s in impact.newer],
         "registry": impact.registry,
         "couplings": [_coupling(c) for c in impact.couplings],
         "symbols": symbols,

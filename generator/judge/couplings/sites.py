@@ -110,6 +110,7 @@ class FileScan:
     # functions that are gate helpers (their dotted path -> how they compare the version: ``gates.helper_op``).
     regions: list[gates.Region] = field(default_factory=list)
     helpers: dict[str, str] = field(default_factory=dict)
+    syntax: str = ""  # read with a newer Python's syntax than the running one (newer_syntax): what it needs
 
 
 def _short(node: ast.AST | None, lines: list[str], limit: int = 60) -> str:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.judge import gates, provenance
-from generator.judge.census import reading
+from generator.judge.census import newer_syntax, reading
 from generator.judge.census.reading import Function, Skipped
 from generator.judge.couplings import bindings, classbody, objects, signatures, sites
 from generator.sources import cache
@@ -32,7 +32,7 @@ from generator.sources.base import Progress
 
 NO_CACHE_ENV = "BALANCE_PATCHGEN_NO_READ_CACHE"  # set (to anything but ""): read every file afresh
 _PARALLEL_FROM = 64  # files to read before worker processes pay for their start
-_READERS = (sites, bindings, classbody, objects, gates, signatures, reading, provenance)
+_READERS = (sites, bindings, classbody, objects, gates, signatures, reading, newer_syntax, provenance)
 
 
 @dataclass
@@ -63,10 +63,12 @@ def read_one(item: tuple[str, str]) -> Entry:
     """The file at ``rel`` with text ``text`` read: parsed once, for its sites and its functions."""
     rel, text = item
     skipped: list[Skipped] = []
-    tree = reading.parse(text, rel, skipped)
+    newer: list[Skipped] = []
+    tree = reading.parse(text, rel, skipped, newer)
     if tree is None:
         return skipped[0]
     scan = sites.scan(tree, rel, text)
+    scan.syntax = newer[0].reason if newer else ""
     functions = reading.functions(tree, rel)
     for func in functions:
         func.settle(func.name in _NAMES)  # keys only for what A's index can match (they cost more than parsing)

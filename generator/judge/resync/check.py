@@ -14,6 +14,10 @@ where they meet there too, it refuses (the merge's result is then a conflict, ne
 Statements can combine cleanly and still not fit: upstream's new statement reads a local the copy
 no longer binds (a parameter or an assignment it removed). So the result must read no name
 unbound that neither the copy nor B's function reads unbound.
+
+A copy's comments are not statements, and a plugin's markers (``# plugin begin`` / ``# plugin end``) are
+how its maintainers find their edits: every comment the copy has that A's function does not must still be
+in the result, as often (``tokenize``'s reading, nothing of the merge's).
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from __future__ import annotations
 import ast
 import copy
 import difflib
+import io
+import textwrap
+import tokenize
 from collections import Counter
 from collections.abc import Sequence
 
@@ -166,4 +173,19 @@ def problems(base: str, ours: str, theirs: str, result: str) -> str:
     new = unbound(parsed[3]) - unbound(parsed[1]) - unbound(parsed[2])
     if new:
         return f"the merged copy reads {', '.join(sorted(new))} which nothing in it binds (one side removed it)"
+    lost = comments(ours) - comments(base) - comments(result)
+    if lost:
+        return f"the merged copy drops the copy's own comment `{sorted(lost)[0]}`"
     return ""
+
+
+def comments(text: str) -> Counter[str]:
+    """Each comment of a function's text (as ``tokenize`` reads them), by its words, counted."""
+    found: Counter[str] = Counter()
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(textwrap.dedent(text)).readline):
+            if token.type == tokenize.COMMENT:
+                found[token.string.strip()] += 1
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass  # unreadable: the statement checks above have spoken
+    return found

@@ -184,6 +184,13 @@ class _Hunk:
     nodes: tuple[int, ...]  # the side's statements (indexes into its block)
 
 
+def _above(block: _Block, index: int) -> list[str]:
+    """The comment and blank lines above statement ``index`` of a block (its text before its first line)."""
+    node = block.nodes[index]
+    text = block.text(index)
+    return text[: len(text) - (_end(node) - _start(node) + 1)]
+
+
 def _hunks(base: _Block, side: _Block, bk: Sequence[str], sk: Sequence[str]) -> list[_Hunk]:
     """The side's changes against base. In a run of replaced statements, the statements that pair up by
     what they are for (``_slot``) are a hunk each, so a statement changed in place can meet the other
@@ -288,10 +295,25 @@ class _Merger:
                 at = max(last, nxt[1])
                 i += 2
                 continue
+            if who == 1:  # the copy's own comments above what B replaces stay, above B's statements
+                out += self._own_comments(base, ours, stable, first, last)
             out += self._take(ours if who == 0 else theirs, hunk.nodes, indent)
             at = max(at, last)
             i += 1
         out += self._stable(base, ours, stable, at, len(base.nodes))
+        return out
+
+    def _own_comments(self, base: _Block, ours: _Block, stable: dict[int, int], first: int, last: int) -> list[str]:
+        """The comment lines the copy has above base's statements ``first``..``last`` (which it kept, B replaced)
+        and A's text does not: the copy's markers and notes (``# plugin begin``), never upstream's own comments,
+        which go with what B removed."""
+        out: list[str] = []
+        for index in range(first, last):
+            if index not in stable:
+                continue
+            upstream = {line.strip() for line in _above(base, index)}
+            out += [line for line in _above(ours, stable[index]) if line.strip().startswith("#")]
+            out = [line for line in out if line.strip() not in upstream]
         return out
 
     def _stable(self, base: _Block, ours: _Block, stable: dict[int, int], start: int, end: int) -> list[str]:

@@ -12,9 +12,11 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from generator.judge.census import newer_syntax
+from generator.judge.couplings.sites import super_calls
 from generator.judge.resync import Conflict, Merged, Result, resync
 from generator.judge.resync.check import function_of
-from generator.tree.adapt import fits, imports
+from generator.tree.adapt import fits, imports, setups
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ class CopyJob:
     module: str = ""  # B's module of the function: what its globals are (imports.Bindings)
     # B's class of a copied method: the attributes its methods other than ``__init__`` assign, and in which
     set_in: Mapping[str, frozenset[str]] = field(default_factory=dict, hash=False, compare=False)
+    # B's class of a copied method: the chains under ``self`` it newly sets up, and in which methods (setups)
+    set_up: setups.SetUp = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -75,18 +79,22 @@ def resync_file(
     written with an import of it (``imports``) after the file's imports above the first copy written.
     """
     lines = text.splitlines(keepends=True)
-    tree = ast.parse(text)
+    tree = newer_syntax.parse(text, "<tree>")[0]
     by_line: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = {}
     for func in _functions(tree):
         by_line.setdefault(func.lineno, func)
         by_line.setdefault(function_span(func)[0], func)
     outcomes: list[CopyOutcome] = []
+    found_funcs: list[ast.FunctionDef | ast.AsyncFunctionDef | None] = []
+    needs: list[dict[str, str]] = []
     replaced: list[tuple[int, int, str]] = []
     added: dict[str, str] = {}  # a name -> the import statement added for it
     for job in jobs:
         found = by_line.get(job.line)
         if found is None:
             outcomes.append(CopyOutcome(job.line, job.upstream, Conflict(f"no function starts at line {job.line}")))
+            found_funcs.append(None)
+            needs.append({})
             continue
         func = found
         ours = function_text(lines, func)
@@ -94,7 +102,7 @@ def resync_file(
         needed: dict[str, str] = {}
         if isinstance(result, Merged):
             needed = _imports_for(tree, ours, result.text, job.importable)
-            why = _clash(needed, added) or fits.problem(
+            why = _clash(needed, {k: v for n in needs for k, v in n.items()}) or fits.problem(
                 tree,
                 func,
                 ours,
@@ -109,8 +117,12 @@ def resync_file(
             if why:
                 result, needed = Conflict(f"merge refused where the copy lives: {why}"), {}
         outcomes.append(CopyOutcome(job.line, job.upstream, result, tuple(sorted(set(needed.values())))))
-        if isinstance(result, Merged):
-            replaced.append((*function_span(func), result.text))
+        found_funcs.append(func)
+        needs.append(needed)
+    _hold_set_ups(tree, jobs, found_funcs, outcomes)
+    for copied, outcome, needed in zip(found_funcs, outcomes, needs, strict=True):
+        if copied is not None and isinstance(outcome.result, Merged):
+            replaced.append((*function_span(copied), outcome.result.text))
             added.update(needed)
     # Bottom up, so each span's line numbers still hold when it is replaced.
     for first, last, new in sorted(replaced, reverse=True):
@@ -120,6 +132,58 @@ def resync_file(
         first = _top_statement_line(tree, min(first for first, _, _ in replaced))
         out = imports.insert(out, sorted(set(added.values())), first)
     return out, outcomes
+
+
+def _hold_set_ups(
+    module: ast.Module,
+    jobs: Sequence[CopyJob],
+    funcs: Sequence[ast.FunctionDef | ast.AsyncFunctionDef | None],
+    outcomes: list[CopyOutcome],
+) -> None:
+    """A merged method that newly reads what B's class sets up in another method is held (a conflict) unless
+    the tree's class, as this run leaves it, sets it too (``setups``); held ones change what the run leaves,
+    so the check runs again until nothing more is held."""
+    while True:
+        merged = {
+            id(func): parsed
+            for func, outcome in zip(funcs, outcomes, strict=True)
+            if func is not None
+            and isinstance(outcome.result, Merged)
+            and (parsed := function_of(outcome.result.text)) is not None
+        }
+        held = False
+        for index, (job, func) in enumerate(zip(jobs, funcs, strict=True)):
+            if func is None or id(func) not in merged or not job.set_up:
+                continue
+            owner = fits.owner_of(module, func)
+            if owner is None:
+                continue
+            classes = list(fits.family(module, owner))
+            methods = {
+                s.name: merged.get(id(s), s)
+                for c in reversed(classes)
+                for s in c.body
+                if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+            }
+            merged_here = frozenset(
+                name for name, m in methods.items() if m is not func and any(m is v for v in merged.values())
+            )
+            runs_base = {name: bool(super_calls(m)) for name, m in methods.items()}
+            why = setups.needs(
+                func,
+                merged[id(func)],
+                job.set_up,
+                methods,
+                merged_here,
+                fits.derives(module, classes, job.owner),
+                runs_base,
+            )
+            if why:
+                result = Conflict(f"merge refused where the copy lives: {why}")
+                outcomes[index] = CopyOutcome(job.line, job.upstream, result)
+                held = True
+        if not held:
+            return
 
 
 def _imports_for(module: ast.Module, ours: str, merged: str, importable: Mapping[str, str]) -> dict[str, str]:

@@ -65,16 +65,16 @@ def problem(
             f"B's function reads {', '.join(missing)}, which the tree's file does not bind "
             "(and B's module does not bind once, at its top, for an import to bring in)"
         )
-    owner = _owner(module, copy_node)
+    owner = owner_of(module, copy_node)
     new_attributes = _self_reads(result) - _self_reads(mine)
     if owner is None or b_members is None or not new_attributes:
         return ""
-    classes = list(_family(module, owner))
+    classes = list(family(module, owner))
     provided = {n for c in classes for n in _bound_in(c.body)} | {n for c in classes for n in _assigned(c)}
     # Only what B's class is known to give is looked for: an attribute nothing in B's class sets is
     # upstream's own contract with its callers, as much the copy's as B's.
     set_in = set_in or {}
-    if _derives(module, classes, b_class):  # B's class-level names are inherited; its __init__ runs if not replaced
+    if derives(module, classes, b_class):  # B's class-level names are inherited; its __init__ runs if not replaced
         if why := _set_by_replaced_method(classes, new_attributes - provided, set_in):
             return why
         if _runs_base_init(classes):
@@ -184,7 +184,7 @@ def new_globals(module: ast.Module, mine: Function, result: Function) -> set[str
     return new_names - bound - _MODULE_NAMES
 
 
-def _derives(module: ast.Module, classes: list[ast.ClassDef], name: str) -> bool:
+def derives(module: ast.Module, classes: list[ast.ClassDef], name: str) -> bool:
     """One of the classes may derive from B's class ``name``: it names it among its bases, or a base the file
     imports from vLLM (a vLLM subclass of it, which this reading cannot see, is taken to be one)."""
     from_vllm = _vllm_names(module)
@@ -270,14 +270,14 @@ def _targets(stmt: ast.stmt) -> list[ast.expr]:
     return []
 
 
-def _owner(module: ast.Module, func: Function) -> ast.ClassDef | None:
+def owner_of(module: ast.Module, func: Function) -> ast.ClassDef | None:
     for node in ast.walk(module):
         if isinstance(node, ast.ClassDef) and any(s is func for s in node.body):
             return node
     return None
 
 
-def _family(module: ast.Module, cls: ast.ClassDef, depth: int = 0) -> Iterator[ast.ClassDef]:
+def family(module: ast.Module, cls: ast.ClassDef, depth: int = 0) -> Iterator[ast.ClassDef]:
     """The class and the classes of the same file it derives from."""
     yield cls
     if depth > 20:
@@ -285,7 +285,7 @@ def _family(module: ast.Module, cls: ast.ClassDef, depth: int = 0) -> Iterator[a
     local = {n.name: n for n in module.body if isinstance(n, ast.ClassDef)}
     for base in cls.bases:
         if isinstance(base, ast.Name) and base.id in local and local[base.id] is not cls:
-            yield from _family(module, local[base.id], depth + 1)
+            yield from family(module, local[base.id], depth + 1)
 
 
 def _assigned(cls: ast.ClassDef) -> set[str]:

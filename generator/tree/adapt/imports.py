@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping, Sequence
 
+from generator.judge.census import newer_syntax
 from generator.judge.couplings.upstream import Definition, Resolver, bindings_of
 
 
@@ -125,7 +126,7 @@ def insert(text: str, statements: Sequence[str], before: int) -> str:
     (1-based), or, when there is none, after the module's docstring and ``__future__`` imports."""
     if not statements:
         return text
-    module = ast.parse(text)
+    module = newer_syntax.parse(text, "<tree>")[0]
     at = 0
     for stmt in module.body:
         if stmt.lineno >= before:

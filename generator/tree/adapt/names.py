@@ -21,12 +21,13 @@ already: a guard by vLLM version keeps A's path for A on purpose (dropping the g
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
+
+from generator.judge.census import newer_syntax
 
 # The dotted path at A -> (B's module, B's qualified name in it).
 Moves = Mapping[str, tuple[str, str]]
@@ -231,14 +232,22 @@ class _Rewriter(cst.CSTTransformer):
         if target is None:
             return updated
         new_path, new_module = target
-        if self._assigned:
+        if self._assigned and self.moves[path][1] and self._through_moved_module(path):
+            return updated  # ``old.mod.X = ...`` with ``old.mod`` moved whole: its rewrite, inside, is this one's
+        if self._assigned and self.moves[path][1]:
             # A monkeypatch: the old module's callers may still look the name up there (``from`` imports),
-            # so where the patch must go at B is a person's call, not a rename.
+            # so where the patch must go at B is a person's call, not a rename. (Through a module that moved
+            # whole, ``old.mod.X = ...`` is ``new.mod.X = ...``: X went with it, and is rewritten.)
             self.left.append(Left(self._line(original), path, f"a patch assigns it; B defines it as {new_path}"))
             return updated
         self.rewrites.append(Rewrite(self._line(original), "attribute", path, new_path))
         self.needed.setdefault(new_module, path)
         return _expr(new_path)
+
+    def _through_moved_module(self, path: str) -> bool:
+        """A proper prefix of ``path`` is a module that moved whole (its members went with it)."""
+        parts = path.split(".")
+        return any(self.moves.get(".".join(parts[:cut]), ("", "x"))[1] == "" for cut in range(2, len(parts)))
 
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
@@ -325,7 +334,36 @@ class _AddImports(cst.CSTTransformer):
 
 
 def rewrite(text: str, moves: Moves) -> tuple[str, list[Rewrite], list[Left]]:
-    """``text`` with its moved names rewritten; the rewrites made and the names left, by line."""
+    """``text`` with its moved names rewritten; the rewrites made and the names left, by line.
+
+    A rewrite takes every use with it, or none: a module's import rewritten while a dotted use of the old
+    module's path is left (``import vllm.a.mod`` rewritten, ``vllm.a.mod.X`` left) would break the file where
+    it worked, so that module is not rewritten at all, and its import is left beside the use.
+    """
+    new, rewrites, left = _rewrite(text, moves)
+    stuck = {
+        r.old: next(x for x in left if x.kind == "name" and _under(x.name, r.old))
+        for r in rewrites
+        if r.kind == "import"
+        and r.old in moves
+        and not moves[r.old][1]  # a module that moved whole: its dotted uses hang on this import
+        and any(x.kind == "name" and _under(x.name, r.old) for x in left)
+    }
+    if not stuck:
+        return new, rewrites, left
+    new, rewrites, left = _rewrite(text, {k: v for k, v in moves.items() if k not in stuck})
+    for module, use in sorted(stuck.items()):
+        line = next((r.line for r in _rewrite(text, moves)[1] if r.old == module and r.kind == "import"), use.line)
+        why = f"not rewritten: its use {use.name} at line {use.line} could not be ({use.why})"
+        left.append(Left(line, module, why))
+    return new, rewrites, left
+
+
+def _under(name: str, module: str) -> bool:
+    return name == module or name.startswith(module + ".")
+
+
+def _rewrite(text: str, moves: Moves) -> tuple[str, list[Rewrite], list[Left]]:
     # Every form rewritten names the moved path's module in the text (``from vllm.a import N``, ``vllm.a.N``,
     # ``"vllm.a.N"``): a file naming none of them is left unparsed (libcst's parse and metadata are most of
     # adapt's time on a large tree).
@@ -340,6 +378,6 @@ def rewrite(text: str, moves: Moves) -> tuple[str, list[Rewrite], list[Left]]:
         changed = changed.visit(_AddImports(rewriter.needed, rewriter.imported))
     new = changed.code
     if new != text:
-        ast.parse(new)  # libcst writes only code it parsed; a failure here is a defect, not a write
+        newer_syntax.parse(new, "<adapted>")  # libcst writes only code it parsed: a failure here is a defect
     rewrites = sorted(set(rewriter.rewrites), key=lambda r: (r.line, r.kind, r.old))
     return new, rewrites, rewriter.left

@@ -16,13 +16,14 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from generator.judge.census import newer_syntax
 from generator.judge.couplings import changes, inherited
 from generator.judge.couplings.impact import Impact
 from generator.judge.couplings.record import Coupling
 from generator.judge.couplings.upstream import Definition, Resolver
 from generator.judge.resync import Conflict, Merged, Redundant, Unchanged
 from generator.sources.package import Package
-from generator.tree.adapt import imports, names
+from generator.tree.adapt import imports, names, setups
 from generator.tree.adapt.copies import CopyJob, CopyOutcome, function_text, resync_file
 
 PARTS = ("names", "copies")
@@ -72,15 +73,49 @@ def _text(package: Package, definition: Definition | None) -> str | None:
     return function_text(package.lines(definition.path), definition.node)
 
 
-def _moves(impact: Impact) -> dict[str, tuple[str, str]]:
+# What a rewrite answers: the tree's path does not reach the definition at B (``gone``), or a patch of it lands
+# on a module B's callers no longer read (``patch-lands-elsewhere``). A path B still reaches through a re-export
+# (``moved-reexported``) is left as it is: rewriting it would trade the public path for a private module.
+_BROKEN_PATH = ("gone", "patch-lands-elsewhere", "patch-target-gone")
+
+
+def _moves(impact: Impact, b: Resolver) -> dict[str, tuple[str, str]]:
     out: dict[str, tuple[str, str]] = {}
+    patched: set[str] = set()
     for coupling in impact.couplings:
         if coupling.kind not in ("import", "patch") or coupling.status != changes.MOVED:
             continue
+        if coupling.rule not in _BROKEN_PATH:
+            continue
         new = impact.symbols[coupling.upstream].change.new
         if new is not None and (new.qualname or new.kind == "module"):  # a module moved whole: qualname ""
-            out[coupling.upstream] = (new.module, new.qualname)
+            out[coupling.upstream] = public_path(b, new)
+            if coupling.kind == "patch" and "." not in new.qualname:
+                patched.add(coupling.upstream)
+    # A patch of a module's name must rebind it where callers read it: its defining module, not a re-export.
+    for upstream in patched:
+        new = impact.symbols[upstream].change.new
+        assert new is not None
+        out[upstream] = (new.module, new.qualname)
     return out
+
+
+def public_path(resolver: Resolver, definition: Definition) -> tuple[str, str]:
+    """Where to import ``definition`` from at B: the shortest package above its module that re-exports it under
+    its own name, no part of it private (``vllm.config`` for ``vllm.config.vllm.VllmConfig``), else its module.
+    A patch is never rewritten to a re-export (it must rebind what callers read): this is for imports' paths."""
+    if not definition.qualname:
+        return definition.module, ""
+    head = definition.qualname.partition(".")[0]
+    parts = definition.module.split(".")
+    for cut in range(2, len(parts)):  # the top package ``vllm`` serves names lazily: not a path to write
+        package = ".".join(parts[:cut])
+        if any(p.startswith("_") for p in parts[:cut]):
+            break
+        found = resolver.resolve(f"{package}.{head}")
+        if isinstance(found, Definition) and found.name == f"{definition.module}.{head}":
+            return package, definition.qualname
+    return definition.module, definition.qualname
 
 
 def _signature(old: Definition | None, new: Definition | None) -> str:
@@ -112,10 +147,10 @@ def build(
     """
     plan = Plan(impact.old, impact.new)
     plan.skipped = len(impact.skipped)
-    moves = _moves(impact) if "names" in only else {}
+    b_resolver = Resolver(b)
+    moves = _moves(impact, b_resolver) if "names" in only else {}
     verdicts = {(c.site, c.upstream): c.verdict for c in impact.couplings}
     jobs: dict[str, list[CopyJob]] = {}
-    b_resolver = Resolver(b)
     for c in impact.couplings:
         change = impact.symbols[c.upstream].change if c.upstream in impact.symbols else None
         if change is None:
@@ -128,7 +163,9 @@ def build(
                 Leftover(c.site, "signature", c.upstream, "its signature changed", _signature(change.old, change.new))
             )
         elif c.kind in ("import", "patch") and c.status == changes.REMOVED and "names" in only:
-            plan.left.append(Leftover(c.site, "name", c.upstream, "gone at B, with no successor found"))
+            plan.left.append(
+                Leftover(c.site, "name", c.upstream, f"gone at B, with no successor found{_maybe(change)}")
+            )
     for path in sorted({c.path for c in impact.couplings if c.upstream in moves} | set(jobs)):
         _file(plan, impact.root, path, jobs.get(path, []), moves, (regenerated or {}).get(path), b_resolver)
     _unreached(plan, impact, moves)
@@ -158,10 +195,14 @@ def _unreached(plan: Plan, impact: Impact, moves: Mapping[str, tuple[str, str]])
     # ``f`` there is rewritten, or is left itself.
     moved = [c for c in impact.couplings if c.upstream in moves and c.kind in ("import", "patch") and not c.own]
     per_name = Counter((c.path, c.upstream) for c in moved)
+    prefixes = {(path, r.line, r.old) for path, r in plan.renamed}
     for c in moved:
         lines = handled.get((c.path, c.upstream), set())
         if c.line in lines or len(lines) >= per_name[(c.path, c.upstream)]:
             continue
+        parts = c.upstream.split(".")
+        if any((c.path, c.line, ".".join(parts[:cut])) in prefixes for cut in range(2, len(parts))):
+            continue  # its path was rewritten there through a module that moved whole
         module, qualname = moves[c.upstream]
         old_module, _, name = c.upstream.rpartition(".")
         if went.get((c.path, old_module)) == module and qualname == name:
@@ -185,7 +226,9 @@ def _copy(
         plan.left.append(Leftover(c.site, "redundant", c.upstream, f"the copy is B's function: {where} can replace it"))
         return
     if c.status == changes.REMOVED:
-        plan.left.append(Leftover(c.site, "removed", c.upstream, "B has no such function", change.diff))
+        plan.left.append(
+            Leftover(c.site, "removed", c.upstream, f"B has no such function{_maybe(change)}", change.diff)
+        )
         return
     if c.status not in (changes.CHANGED, changes.MOVED):
         return
@@ -207,8 +250,15 @@ def _copy(
             imports.providers(b_resolver, module),
             module,
             _set_in(b_resolver, change.new),
+            setups.set_up(Resolver(a), b_resolver, change.old, change.new),
         )
     )
+
+
+def _maybe(change: changes.Change) -> str:
+    """A removed name's namesakes at B, none of them shown to be where it went (``changes.Mover``)."""
+    _, found, maybe = change.detail.partition("; moved? not shown: ")
+    return f" (moved? not shown: {maybe})" if found else ""
 
 
 def _owner(resolver: Resolver, method: Definition | None) -> Definition | None:
@@ -246,7 +296,7 @@ def _file(
     try:
         data = where.read_bytes()
         text = data.decode("utf-8")
-        ast.parse(text)
+        newer_syntax.parse(text, path)
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as exc:
         plan.skipped += 1
         plan.left.append(Leftover(path, "skipped", "", f"not read: {type(exc).__name__}"))
@@ -261,7 +311,9 @@ def _file(
     started = text
     if jobs:
         module = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
-        bindings = imports.Bindings(b_resolver, ast.parse(text), module, package=path.endswith("__init__.py"))
+        bindings = imports.Bindings(
+            b_resolver, newer_syntax.parse(text, path)[0], module, package=path.endswith("__init__.py")
+        )
         new, outcomes = resync_file(text, jobs, bindings)
     else:
         new, outcomes = text, []
