@@ -48,8 +48,9 @@ from pathlib import Path
 
 from balance_dev import downstream, plan_amend
 from balance_dev.downstream import REPO_ROOT, HarnessError, say
-from balance_dev.suite import adapted, attribute, classes, outcomes, peel, projects, results, run, scopes, venvs
+from balance_dev.suite import adapted, outcomes, peel, projects, results, run, venvs
 from generator.errors import PatchgenError
+from generator.judge.explain.explained import Attribution
 from generator.sources import index
 from generator.tags import version_of
 
@@ -218,15 +219,10 @@ def suite(args: argparse.Namespace, command: str) -> int:
     else:
         impact = impact_json(tree, vllm_from, vllm_to, work / f"impact-v{vllm_to}.json")
     impact_seconds = time.monotonic() - started
-    raw = impact["couplings"]
-    assert isinstance(raw, list)
-    site_scopes = {str(c["site"]): scopes.scope_of(tree, str(c["kind"]), str(c["site"])) for c in raw}
-    couplings = attribute.couplings_of(impact, site_scopes, raw)
-    bases = attribute.class_bases(site_scopes, raw)
-    for name, found in classes.read(tree, (p.relative_to(tree).as_posix() for p in sorted(tree.rglob("*.py")))).items():
-        bases.setdefault(name, set()).update(found)
+    attribution = Attribution(tree, impact)  # the tool's own attribution: what `explain` runs
+    couplings = attribution.couplings
     failures = outcomes.bump_failures(at_from, at_to)
-    attributed = attribute.attribute(failures, couplings, bases)
+    attributed = attribution.attribute(failures)
     breaks = [c for c in couplings if c.verdict == "breaks"]
     lines = None if coverage_file is None else run.executed_lines(python_from, coverage_file, tree)
     head = {"tree": f"{project.name} {args.version}", "from": f"v{vllm_from}", "to": f"v{vllm_to}", "command": command}
@@ -245,7 +241,7 @@ def suite(args: argparse.Namespace, command: str) -> int:
             {"limit": args.peel_limit, **peeling.to_json()},
             at_from,
             at_peeled,
-            attribute.attribute(outcomes.bump_failures(at_from, at_peeled), couplings, bases),
+            attribution.attribute(outcomes.bump_failures(at_from, at_peeled)),
             breaks,
             None if lines is None else results.executed(breaks, lines),
             peel.collection_uses(work, label_to),

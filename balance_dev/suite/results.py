@@ -6,8 +6,8 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 
-from balance_dev.suite.attribute import GONE, Attributed, Coupling
 from balance_dev.suite.outcomes import Outcome, SuiteRun, collect_error_for, module_of
+from generator.judge.explain.attribute import GONE, Attributed, Coupling
 
 CLASSES = ("breaks", "review", "info", "unjudged", "nothing")
 

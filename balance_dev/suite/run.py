@@ -65,13 +65,16 @@ def suite_command(
     peels: Path | None = None,
     collect_only: bool = False,
     ci_args: Sequence[str] = CI_ARGS,
+    junit: Path | None = None,
 ) -> list[str]:
     head = [str(python), "-m"]
     if coverage_file is not None:
         head += ["coverage", "run", f"--data-file={coverage_file}", "--source=.", "-m"]
     plugins = ["-p", "balance_suite_peel"] if peels is not None else []  # before their conftest: -p loads first
+    # The JUnit XML their CI would write (``explain`` reads it): beside the records, never an outcome changed.
+    report = [f"--junitxml={junit}"] if junit is not None and not collect_only else []
     return [*head, "pytest", *ci_args, *plugins, "-p", "balance_suite_pytest", "-p", "no:cacheprovider",
-            f"--timeout={timeout}", *(["--collect-only"] if collect_only else []), *tests]  # fmt: skip
+            f"--timeout={timeout}", *report, *(["--collect-only"] if collect_only else []), *tests]  # fmt: skip
 
 
 def run_suite(
@@ -95,7 +98,8 @@ def run_suite(
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTEST_ADDOPTS")}
     env |= dict(ci.env) | {RECORDS_ENV: str(records), "VLLM_CACHE_ROOT": str(work / "vllm-cache")}
     env |= ({PEELS_ENV: str(peels)} if peels is not None else {}) | dict(extra_env or {})
-    cmd = [*NICE, *suite_command(python, tests, timeout, coverage_file, peels, collect_only, ci.args)]
+    junit = work / f"{label}.junit.xml"
+    cmd = [*NICE, *suite_command(python, tests, timeout, coverage_file, peels, collect_only, ci.args, junit)]
     say(f"{label}: {' '.join(tests)} in {tree} (log: {log})")
     started = time.monotonic()
     status = run_logged(cmd, log, cwd=tree, env=env)

@@ -13,7 +13,7 @@ import click
 
 from generator.cli import context
 from generator.cli.context import source_options
-from generator.cli.couplings import _from_tag, _layout, _package, _to_name, compute
+from generator.cli.couplings import _package, compute, from_tag, layout_of, to_name
 from generator.cli.root import root_option
 from generator.errors import UsageError
 from generator.judge.couplings.impact import Impact
@@ -52,10 +52,10 @@ def adapt(
     work is left for a person (a conflict, a name not rewritten, a name gone): the rest is written.
     """
     parts = _only(only)
-    layout = _layout(context.root())
+    layout = layout_of(context.root())
     sources = context.sources(source, vllm_repo)
-    tag = _from_tag(layout, old)
-    target = _to_name(new, tag, sources.kind, sources.vllm_repo)
+    tag = from_tag(layout, old)
+    target = to_name(new, tag, sources.kind, sources.vllm_repo)
     if is_release_tag(target) and tag_key(target) < tag_key(tag):
         raise UsageError(f"--to {target} is older than --from {tag}: adapt moves a tree forward; swap them")
     found = compute(layout, tag, target, sources)

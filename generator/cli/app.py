@@ -32,6 +32,7 @@ COMMANDS = {
     "couplings": "generator.cli.couplings:couplings",
     "impact": "generator.cli.couplings:impact",
     "adapt": "generator.cli.adapt:adapt",
+    "explain": "generator.cli.explain:explain",
     "specs": "generator.cli.specs:specs",
 }
 

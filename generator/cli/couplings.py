@@ -22,13 +22,13 @@ from generator.tags import is_release_tag, validate_ref, validate_tag
 from generator.tree.layout import Layout, detect
 
 
-def _layout(root: Path) -> Layout:
+def layout_of(root: Path) -> Layout:
     if not root.is_dir():
         raise UsageError(f"--root {root} is not a folder: pass the plugin's source tree")
     return detect(root)
 
 
-def _from_tag(layout: Layout, given: str | None) -> str:
+def from_tag(layout: Layout, given: str | None) -> str:
     if given is not None:
         return validate_tag(given, origin="--from")
     pin = layout.root / layout.pin
@@ -39,7 +39,7 @@ def _from_tag(layout: Layout, given: str | None) -> str:
     return read_pin(pin)
 
 
-def _to_name(given: str | None, old: str, kind: SourceKind, vllm_repo: str | None) -> str:
+def to_name(given: str | None, old: str, kind: SourceKind, vllm_repo: str | None) -> str:
     if given is None:
         tags = released_tags(old)
         if not tags:
@@ -102,7 +102,7 @@ def compute(layout: Layout, old: str, new: str, sources: context.SourceOptions) 
     return found
 
 
-def _some_python(found: Impact) -> Impact:
+def some_python(found: Impact) -> Impact:
     context.progress(report.timing_line(found))
     if not found.files:
         reason = (
@@ -129,10 +129,10 @@ def couplings(old: str | None, fmt: str, source: str, vllm_repo: str | None) -> 
     imports and aliases, and where that release defines it; what cannot be resolved statically is
     listed as unresolved, with why.
     """
-    layout = _layout(context.root())
+    layout = layout_of(context.root())
     sources = context.sources(source, vllm_repo)
-    tag = _from_tag(layout, old)
-    found = _some_python(compute(layout, tag, tag, sources))
+    tag = from_tag(layout, old)
+    found = some_python(compute(layout, tag, tag, sources))
     if fmt == "json":
         click.echo(report.to_json_text(found), nl=False)
         return
@@ -160,10 +160,10 @@ def impact(old: str | None, new: str | None, fmt: str, everything: bool, source:
     gave it: breaks, review, info (docs/impact.md). Upstream's own diff of each changed definition, and
     with a git source the commits that touched it.
     """
-    layout = _layout(context.root())
+    layout = layout_of(context.root())
     sources = context.sources(source, vllm_repo)
-    tag = _from_tag(layout, old)
-    found = _some_python(compute(layout, tag, _to_name(new, tag, sources.kind, sources.vllm_repo), sources))
+    tag = from_tag(layout, old)
+    found = some_python(compute(layout, tag, to_name(new, tag, sources.kind, sources.vllm_repo), sources))
     if fmt == "json":
         click.echo(report.to_json_text(found), nl=False)
     elif fmt == "markdown":

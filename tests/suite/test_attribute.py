@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from balance_dev.suite import attribute, outcomes, results, scopes
+from balance_dev.suite import outcomes, results
+from generator.judge.explain import attribute, scopes
 
 SITE = Path(__file__).resolve().parents[2] / "balance_dev" / "suite" / "site"
 

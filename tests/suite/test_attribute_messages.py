@@ -11,7 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from balance_dev.suite import attribute, classes, outcomes, scopes
+from balance_dev.suite import outcomes
+from generator.judge.explain import attribute, classes, scopes
 
 VLLM = {
     "vllm/__init__.py": "",

@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from balance_dev.suite import attribute, cli, outcomes, run, scopes
+from balance_dev.suite import cli, outcomes, run
+from generator.judge.explain import attribute, scopes
 
 SITE = Path(__file__).resolve().parents[2] / "balance_dev" / "suite" / "site"
 TREE = {

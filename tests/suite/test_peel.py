@@ -7,7 +7,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from balance_dev.suite import attribute, outcomes, peel, results, run, scopes
+from balance_dev.suite import outcomes, peel, results, run
+from generator.judge.explain import attribute, scopes
 
 SITE = Path(__file__).resolve().parents[2] / "balance_dev" / "suite" / "site"
 PATCHES = """\

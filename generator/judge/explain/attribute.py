@@ -30,8 +30,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from balance_dev.suite.outcomes import Frame, Outcome
-from balance_dev.suite.scopes import Scope
+from generator.judge.explain.outcomes import Frame, Outcome
+from generator.judge.explain.scopes import Scope
 
 NAME_ERRORS = ("ImportError", "ModuleNotFoundError", "AttributeError", "GoneAtB")
 GONE = re.compile(r"^GoneAtB: ([\w.]+) is not in vLLM B \(peeled; imported at (\S+?):\d+")

@@ -4,7 +4,8 @@ The ``class`` rule (attribute.py) needs, for a class of the tree an error names 
 abstract class Q``, a property of ``Q`` it cannot set), the vLLM base B changed under it: the file that
 imports that base and the base's dotted name. A class derives from a vLLM class directly (``class
 Q(Base)`` with ``from vllm.x import Base`` in its file) or through classes of the tree (followed by name,
-through any file). This reading is the suite's own, not ``impact``'s: the truth stays independent.
+through any file). This reading is ``explain``'s own, not ``impact``'s: what names a failure stays apart
+from what predicted it.
 """
 
 from __future__ import annotations
