@@ -6,7 +6,7 @@ Also what ``bump --adapt`` joins to its own write: adapt's plan beside the copie
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import click
@@ -18,6 +18,7 @@ from generator.cli.root import root_option
 from generator.errors import UsageError
 from generator.judge.couplings.impact import Impact
 from generator.tags import is_release_tag, tag_key
+from generator.tree import vcs
 from generator.tree.adapt import plan as planning
 from generator.tree.adapt import write
 from generator.tree.adapt.report import lines, work_left
@@ -39,10 +40,19 @@ def _only(given: str | None) -> tuple[str, ...]:
 @click.option("--to", "new", metavar="TAG_OR_REF", help="Release B (default: the newest on the package index).")
 @click.option("--dry-run", is_flag=True, help="Print the unified diff; write nothing (exits as the real run would).")
 @click.option("--only", metavar="PARTS", help="names, copies, or both (default: both).")
+@click.option(
+    "--allow-dirty", is_flag=True, help="Write even into files with uncommitted changes (their diff then mixes)."
+)
 @source_options
 @root_option
 def adapt(
-    old: str | None, new: str | None, dry_run: bool, only: str | None, source: str, vllm_repo: str | None
+    old: str | None,
+    new: str | None,
+    dry_run: bool,
+    only: str | None,
+    allow_dirty: bool,
+    source: str,
+    vllm_repo: str | None,
 ) -> None:
     """Write into the tree what moving it from vLLM A to B takes mechanically; print what is left.
 
@@ -63,11 +73,25 @@ def adapt(
     if dry_run:
         click.echo(write.diff(plan, layout.root), nl=False)
     else:
+        if not allow_dirty:
+            refuse_dirty(plan.write)
         write.apply(plan)
     for line in lines(plan, written=not dry_run):
         click.echo(line, err=dry_run)
     if (left := work_left(plan, written=not dry_run)) is not None:
         raise left
+
+
+def refuse_dirty(paths: Iterable[Path]) -> None:
+    """One line, exit 2, when a file the write would change has uncommitted changes in its git working tree:
+    every write into a tree is one reviewable, revertible diff (``--allow-dirty`` to go on)."""
+    dirty = vcs.uncommitted(paths)
+    if dirty:
+        shown = ", ".join(dirty[:5]) + (f" (+{len(dirty) - 5} more)" if len(dirty) > 5 else "")
+        raise UsageError(
+            f"the files this would write have uncommitted changes: {shown}: commit or stash them first, so the"
+            " write is a diff of its own, or pass --allow-dirty"
+        )
 
 
 def for_bump(

@@ -88,6 +88,7 @@ def _write_plan(plan_file: Path, made: plan.Plan) -> None:
     is_flag=True,
     help="Also write adapt's mechanical part of the move, in the same all-or-nothing write (docs/adapt.md).",
 )
+@click.option("--allow-dirty", is_flag=True, help="With --adapt: write even into files with uncommitted changes.")
 @root_option
 @click.pass_context
 def bump(
@@ -100,6 +101,7 @@ def bump(
     output: Path | None,
     with_impact: bool,
     with_adapt: bool,
+    allow_dirty: bool,
 ) -> None:
     """Move the pin to NEW_TAG (or --latest): show upstream's schedule() diff, write pin and module together."""
     if new_tag is None and not latest:
@@ -153,6 +155,8 @@ def bump(
     if adapted is not None:
         # A file both change is adapt's text, which starts from the regenerated one.
         files.update(adapt_write.checked(adapted))
+        if not allow_dirty:  # what adapt writes into the tree's own code is one reviewable diff
+            adapt_cli.refuse_dirty(adapted.write)
     if reason is not None and path.exists():
         # The module goes first, the pin last: a kill between leaves a missing module under the old pin,
         # which `check` reports.
