@@ -22,6 +22,7 @@ from generator.tree import vcs
 from generator.tree.adapt import plan as planning
 from generator.tree.adapt import write
 from generator.tree.adapt.report import lines, work_left
+from generator.tree.adapt.span import GATE_OPS, Span
 from generator.tree.layout import Layout
 
 
@@ -31,7 +32,7 @@ def _only(given: str | None) -> tuple[str, ...]:
     parts = tuple(p.strip() for p in given.split(",") if p.strip())
     unknown = [p for p in parts if p not in planning.PARTS]
     if unknown or not parts:
-        raise UsageError(f"--only {given}: name one or both of {', '.join(planning.PARTS)}, comma-separated")
+        raise UsageError(f"--only {given}: name some of {', '.join(planning.PARTS)}, comma-separated")
     return parts
 
 
@@ -39,9 +40,12 @@ def _only(given: str | None) -> tuple[str, ...]:
 @click.option("--from", "old", metavar="TAG", help="Release A: the one the tree runs with (default: its pin file).")
 @click.option("--to", "new", metavar="TAG_OR_REF", help="Release B (default: the newest on the package index).")
 @click.option("--dry-run", is_flag=True, help="Print the unified diff; write nothing (exits as the real run would).")
-@click.option("--only", metavar="PARTS", help="names, copies, or both (default: both).")
+@click.option("--only", metavar="PARTS", help="names, copies, gates, comma-separated (default: all three).")
 @click.option(
     "--allow-dirty", is_flag=True, help="Write even into files with uncommitted changes (their diff then mixes)."
+)
+@click.option(
+    "--span", is_flag=True, help="Keep A: write each edit behind the tree's own version gate, A's form and B's."
 )
 @source_options
 @root_option
@@ -51,6 +55,7 @@ def adapt(
     dry_run: bool,
     only: str | None,
     allow_dirty: bool,
+    span: bool,
     source: str,
     vllm_repo: str | None,
 ) -> None:
@@ -69,7 +74,8 @@ def adapt(
     if is_release_tag(target) and tag_key(target) < tag_key(tag):
         raise UsageError(f"--to {target} is older than --from {tag}: adapt moves a tree forward; swap them")
     found = compute(layout, tag, target, sources)
-    plan = planning.build(found, _package(tag, sources), _package(target, sources), parts)
+    spanning = span_of(layout, found) if span else None
+    plan = planning.build(found, _package(tag, sources), _package(target, sources), parts, span=spanning)
     if dry_run:
         click.echo(write.diff(plan, layout.root), nl=False)
     else:
@@ -80,6 +86,25 @@ def adapt(
         click.echo(line, err=dry_run)
     if (left := work_left(plan, written=not dry_run)) is not None:
         raise left
+
+
+def span_of(layout: Layout, found: Impact) -> Span:
+    """The form ``--span`` writes in: A's and B's versions, and the tree's gate helper: the one declared in
+    ``balance-patchgen.toml``, which the tree must define, else the one the tree's reading found (an ``is``
+    helper before an ``at least`` one); none: imports spanned by ``try``/``except ImportError`` alone."""
+    old, new = found.old.removeprefix("v"), found.new.removeprefix("v")
+    if layout.gate_helper is not None:
+        if layout.gate_helper not in found.helpers:
+            raise UsageError(
+                f"{layout.origin} [gates] helper {layout.gate_helper} is no function of the tree that asks vLLM's "
+                "version (it must read vLLM's version and compare it with its one argument): fix the name"
+            )
+        return Span(old, new, layout.gate_helper, layout.gate_op)
+    usable = sorted((op != "==", path) for path, op in found.helpers.items() if op in GATE_OPS)
+    if not usable:
+        return Span(old, new)
+    path = usable[0][1]
+    return Span(old, new, path, found.helpers[path])
 
 
 def refuse_dirty(paths: Iterable[Path]) -> None:

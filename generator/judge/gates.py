@@ -52,22 +52,24 @@ class Region:
     first: int
     last: int
     cond: Cond
+    line: int = 0  # the gate's own line (the ``if``, the decorator)
 
 
 def helper_op(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     """How a function of the tree compares the installed vLLM's version with its one argument (``==`` for a
     ``vllm_version_is``, ``>=`` for an "at least"), or None when it is no such helper: it must take one
-    argument, read vLLM's version (``vllm.__version__``, ``version("vllm")``) and compare with that argument."""
+    argument, read vLLM's version (``vllm.__version__``, ``version("vllm")``) and return a comparison of it
+    with that argument, one way only."""
     params = [*func.args.posonlyargs, *func.args.args]
     required = len(params) - len(func.args.defaults)
     if len(params) < 1 or required != 1 or func.args.vararg or func.args.kwonlyargs:
         return None
-    text = ast.unparse(func)
-    if "__version__" not in text and '"vllm"' not in text and "'vllm'" not in text:
+    if not any(_reads_vllm_version(node) for node in ast.walk(func)):
         return None
     argument = params[0].arg
     found: set[str] = set()
-    for node in ast.walk(func):
+    returned = [n.value for n in ast.walk(func) if isinstance(n, ast.Return) and n.value is not None]
+    for node in (c for r in returned for c in ast.walk(r)):
         if not isinstance(node, ast.Compare) or len(node.ops) != 1:
             continue
         op = _OPS.get(type(node.ops[0]))
@@ -79,6 +81,17 @@ def helper_op(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
         elif _mentions(left, argument) and not _mentions(right, argument):
             found.add(_MIRROR[op])  # ``wanted <= installed`` is ``installed >= wanted``
     return found.pop() if len(found) == 1 else None
+
+
+def _reads_vllm_version(node: ast.AST) -> bool:
+    """``vllm.__version__``, or ``version("vllm")`` (``importlib.metadata``'s, under any name it is imported)."""
+    if isinstance(node, ast.Attribute) and node.attr == "__version__":
+        return isinstance(node.value, ast.Name) and node.value.id == "vllm"
+    if isinstance(node, ast.Call) and len(node.args) == 1 and isinstance(node.args[0], ast.Constant):
+        func = node.func
+        named = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        return named == "version" and node.args[0].value == "vllm"
+    return False
 
 
 def _mentions(expr: ast.expr, name: str) -> bool:
@@ -131,6 +144,28 @@ def evaluate(cond: Cond, helpers: Mapping[str, str], version: str) -> bool | Non
     return None
 
 
+_ALWAYS: dict[str, Callable[[int], bool | None]] = {
+    # how the gate compares, and where its release stands against the floor (-1 older, 0 the floor, 1 newer)
+    # -> its value at every release from the floor on, or None (it differs among them: live)
+    "==": lambda side: False if side < 0 else None,
+    "!=": lambda side: True if side < 0 else None,
+    ">=": lambda side: True if side <= 0 else None,
+    ">": lambda side: True if side < 0 else None,
+    "<": lambda side: False if side <= 0 else None,
+    "<=": lambda side: False if side < 0 else None,
+}
+
+
+def dead_value(op: str, release: str, floor: str) -> bool | None:
+    """A gate's value at every release from ``floor`` on, when it is one (None: it is live)."""
+    try:
+        mine, low = version_key(release.removeprefix("v")), version_key(floor.removeprefix("v"))
+    except ValueError:
+        return None
+    side = (mine > low) - (mine < low)
+    return _ALWAYS.get(op, lambda _: None)(side)
+
+
 def names_gate(cond: Cond) -> bool:
     """The test calls a gate helper somewhere (an ``if`` on anything else is no gate)."""
     kind = cond[0]
@@ -151,12 +186,12 @@ def regions(body: Sequence[ast.stmt], callee: Callable[[ast.expr], Sequence[str]
             yes, no = (node.body, node.orelse) if isinstance(node, ast.If) else ([node.body], [node.orelse])
             for block, holds in ((yes, cond), (no, ("not", cond))):
                 if block:
-                    out.append(Region(block[0].lineno, _last(block), holds))
+                    out.append(Region(block[0].lineno, _last(block), holds, node.lineno))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             for decorator in node.decorator_list:
                 skip = _skipif(decorator, callee)
                 if skip is not None:
-                    out.append(Region(node.lineno, node.end_lineno or node.lineno, ("not", skip)))
+                    out.append(Region(node.lineno, node.end_lineno or node.lineno, ("not", skip), decorator.lineno))
     return out
 
 
@@ -169,6 +204,15 @@ def _skipif(decorator: ast.expr, callee: Callable[[ast.expr], Sequence[str]]) ->
         return None
     cond = condition(decorator.args[0], callee)
     return cond if names_gate(cond) else None
+
+
+def releases(cond: Cond) -> list[tuple[str, str]]:
+    """The gate calls a test makes: (helper, release)."""
+    if cond[0] == "gate":
+        return [(str(cond[1]), str(cond[2]))]
+    if cond[0] in ("not", "and", "or"):
+        return [found for c in cond[1:] for found in releases(c)]  # type: ignore[arg-type]
+    return []
 
 
 def runs_at(line: int, found: Sequence[Region], helpers: Mapping[str, str], version: str) -> bool:

@@ -89,6 +89,10 @@ class Layout:
     registry: RegistryFormat | None = None
     declared: tuple[str, ...] = ()
     couplings_paths: tuple[Path, ...] = ()
+    # The tree's own version gate helper, declared (``[gates] helper``, ``compares``): what ``adapt --span``
+    # writes its gates with when the tree's reading finds none, or another than the one meant.
+    gate_helper: str | None = None
+    gate_op: str = "=="
 
     @property
     def is_tree(self) -> bool:
@@ -152,11 +156,12 @@ def load_text(text: str, root: Path, kind: str, where: str) -> Layout:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{where} is not valid TOML ({exc}): fix it (docs/copies.md)") from None
-    _only(data, {"pin", "main_verified", "copy", "registry", "couplings"}, where)
+    _only(data, {"pin", "main_verified", "copy", "registry", "couplings", "gates"}, where)
     raw = data.get("copy", [])
     registry = _registry(data.get("registry"), f"{where} [registry]")
     declared, paths = _couplings(data.get("couplings"), f"{where} [couplings]")
-    if not isinstance(raw, list) or not (raw or registry or declared or paths):
+    helper, op = _gates(data.get("gates"), f"{where} [gates]")
+    if not isinstance(raw, list) or not (raw or registry or declared or paths or helper):
         raise UsageError(f"{where} declares no [[copy]]: add one per copied function (docs/copies.md)")
     copies = tuple(_copy(entry, f"{where} [[copy]] #{n}", kind != "declared") for n, entry in enumerate(raw, 1))
     names = [c.name for c in copies]
@@ -172,6 +177,8 @@ def load_text(text: str, root: Path, kind: str, where: str) -> Layout:
         registry=registry,
         declared=declared,
         couplings_paths=paths,
+        gate_helper=helper,
+        gate_op=op,
     )
 
 
@@ -202,6 +209,25 @@ def _couplings(raw: object, where: str) -> tuple[tuple[str, ...], tuple[Path, ..
     if not isinstance(paths, list):
         raise UsageError(f"{where}: paths must be a list of folders of the tree")
     return tuple(declared), tuple(_relative(p, f"{where} paths") for p in paths)
+
+
+_GATE_OPS = ("==", ">=")
+
+
+def _gates(raw: object, where: str) -> tuple[str | None, str]:
+    if raw is None:
+        return None, "=="
+    if not isinstance(raw, dict):
+        raise UsageError(f'{where} must be a table: helper = "pkg.utils.vllm_version_is"')
+    _only(raw, {"helper", "compares"}, where)
+    helper, op = raw.get("helper"), raw.get("compares", "==")
+    if not isinstance(helper, str) or "." not in helper or not all(p.isidentifier() for p in helper.split(".")):
+        raise UsageError(
+            f'{where}: helper must be the dotted name of the tree\'s function, e.g. "pkg.utils.vllm_version_is"'
+        )
+    if op not in _GATE_OPS:
+        raise UsageError(f"{where}: compares must be one of {', '.join(_GATE_OPS)} (how the helper asks the version)")
+    return helper, str(op)
 
 
 def _only(table: dict[str, Any], keys: set[str], where: str) -> None:

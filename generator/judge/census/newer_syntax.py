@@ -11,6 +11,7 @@ neither reads is reported with the line where Python stopped and, when libcst re
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 
 import libcst as cst
@@ -43,7 +44,24 @@ class _Downgrade(cst.CSTTransformer):
 def parse(source: str | bytes, filename: str) -> tuple[ast.Module, str]:
     """``source`` as ``ast`` reads it, and "" when the running Python reads it; else, when it is a newer
     Python's, read through libcst, with what made it so (``needs Python 3.12: a type statement``). Raises the
-    running Python's own ``SyntaxError`` when neither reads it (a file that is not Python at all)."""
+    running Python's own ``SyntaxError`` when neither reads it (a file that is not Python at all).
+
+    A text read lately is not parsed again (``adapt`` asks of one file's text in several places): the tree is
+    shared, and no caller changes it."""
+    if isinstance(source, str) and len(source) > _CACHED_FROM:
+        return _parse_text(source, filename)
+    return _parse(source, filename)
+
+
+_CACHED_FROM = 4096  # characters: below, parsing costs less than keeping
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_text(source: str, filename: str) -> tuple[ast.Module, str]:
+    return _parse(source, filename)
+
+
+def _parse(source: str | bytes, filename: str) -> tuple[ast.Module, str]:
     try:
         return ast.parse(source, filename=filename), ""
     except SyntaxError as exc:

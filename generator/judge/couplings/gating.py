@@ -8,6 +8,7 @@ from dataclasses import replace
 from generator.judge import gates
 from generator.judge.couplings import sites, verdicts
 from generator.judge.couplings.record import Coupling
+from generator.judge.gates import dead_value
 
 
 def gate_helpers(scans: Sequence[sites.FileScan]) -> dict[str, str]:
@@ -45,3 +46,19 @@ def gated(scans: Sequence[sites.FileScan], couplings: list[Coupling], release: s
             c = replace(c, verdict=given.verdict, rule=given.name, reason=reason)
         out.append(c)
     return out
+
+
+def dead_gates(
+    scans: Sequence[sites.FileScan], helpers: dict[str, str], release: str
+) -> tuple[tuple[str, int, str], ...]:
+    """The tree's gates that no release from ``release`` on takes another way (``vllm_version_is`` of an older
+    release): each (file, line, the release it names), once; what ``adapt`` retires."""
+    by_name = {**helpers, **{f"?{path.rpartition('.')[2]}": op for path, op in helpers.items()}}
+    out: set[tuple[str, int, str]] = set()
+    for scan in scans:
+        for region in scan.regions:
+            for helper, named in gates.releases(region.cond):
+                op = by_name.get(helper)
+                if op is not None and dead_value(op, named, release) is not None:
+                    out.add((scan.path, region.line, named))
+    return tuple(sorted(out))

@@ -26,7 +26,7 @@ from generator.judge.census.reading import Function, Skipped
 from generator.judge.couplings import changes, sites, verdicts
 from generator.judge.couplings.bindings import Exports, Ref, follow
 from generator.judge.couplings.changes import Change, Mover
-from generator.judge.couplings.gating import gated
+from generator.judge.couplings.gating import dead_gates, gate_helpers, gated
 from generator.judge.couplings.judged import Judged
 from generator.judge.couplings.judging import with_verdicts
 from generator.judge.couplings.lineage import Lineage, nearest, tree_modules
@@ -54,6 +54,11 @@ class Impact:
     registry: str | None  # the registry file read, if any
     seconds: dict[str, float] = field(default_factory=dict)
     newer: list[Skipped] = field(default_factory=list)  # files read with a newer Python's syntax, and what it is
+    # The tree's own version gates (judge/gates.py): its helpers (dotted path -> how each compares), the files
+    # that gate on them, and the gates already dead at A (each gate's line and the release it names).
+    helpers: dict[str, str] = field(default_factory=dict)
+    gated_files: tuple[str, ...] = ()
+    dead_gates: tuple[tuple[str, int, str], ...] = ()
 
     def verdicts(self) -> dict[str, int]:
         out = dict.fromkeys(verdicts.VERDICTS, 0)
@@ -360,4 +365,8 @@ def run(
     progress(f"{memo.hits} judgements from the cache")
     seconds["resolve and compare"] = time.monotonic() - clock
     newer = [Skipped(scan.path, scan.syntax) for scan in tree.scans if scan.syntax]
-    return Impact(root, old.label, new.label, couplings, symbols, tree.files, tree.skipped, registry, seconds, newer)
+    made = Impact(root, old.label, new.label, couplings, symbols, tree.files, tree.skipped, registry, seconds, newer)
+    made.helpers = {k: v for k, v in gate_helpers(tree.scans).items() if not k.startswith("?")}
+    made.gated_files = tuple(sorted(scan.path for scan in tree.scans if scan.regions))
+    made.dead_gates = dead_gates(tree.scans, made.helpers, old.label)
+    return made

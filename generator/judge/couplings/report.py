@@ -68,6 +68,10 @@ def summary_lines(impact: Impact, *, where: bool = True) -> list[str]:
         + (f", {len(impact.newer)} of a newer Python ({_newer(impact)})" if impact.newer else "")
         + (f"; registry {impact.registry}" if impact.registry else ""),
     ]
+    if impact.dead_gates:
+        shown = "; ".join(f"{p}:{n} names {r}" for p, n, r in impact.dead_gates[:3])
+        more = f"; +{len(impact.dead_gates) - 3} more" if len(impact.dead_gates) > 3 else ""
+        lines.append(f"{len(impact.dead_gates)} version gates dead at {impact.old} (adapt retires them): {shown}{more}")
     return lines
 
 
@@ -160,6 +164,7 @@ def to_json(impact: Impact) -> dict[str, Any]:
         "files": impact.files,
         "skipped": [{"path": s.path, "reason": s.reason} for s in impact.skipped],
         "newer_syntax": [{"path": s.path, "reason": s.reason} for s in impact.newer],
+        "dead_gates": [{"site": f"{p}:{n}", "release": r} for p, n, r in impact.dead_gates],
         "registry": impact.registry,
         "couplings": [_coupling(c) for c in impact.couplings],
         "symbols": symbols,

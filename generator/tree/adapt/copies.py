@@ -17,6 +17,8 @@ from generator.judge.couplings.sites import super_calls
 from generator.judge.resync import Conflict, Merged, Result, resync
 from generator.judge.resync.check import function_of
 from generator.tree.adapt import fits, imports, setups
+from generator.tree.adapt import span as spanned
+from generator.tree.adapt.span import Span
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ def function_text(lines: Sequence[str], node: ast.AST) -> str:
 
 
 def resync_file(
-    text: str, jobs: Sequence[CopyJob], bindings: imports.Bindings | None = None
+    text: str, jobs: Sequence[CopyJob], bindings: imports.Bindings | None = None, span: Span | None = None
 ) -> tuple[str, list[CopyOutcome]]:
     """``text`` with every copy that merged replaced; one outcome per job, in the jobs' order.
 
@@ -77,6 +79,9 @@ def resync_file(
 
     A merged copy that reads a global the file does not bind, which B's module binds once at its top, is
     written with an import of it (``imports``) after the file's imports above the first copy written.
+
+    ``span``: each merged copy is written beside the copy as it was, under the tree's version gate, and the
+    imports it needs are run at B alone (``span``); with no gate helper, it is a conflict (never B's alone).
     """
     lines = text.splitlines(keepends=True)
     tree = newer_syntax.parse(text, "<tree>")[0]
@@ -120,17 +125,28 @@ def resync_file(
         found_funcs.append(func)
         needs.append(needed)
     _hold_set_ups(tree, jobs, found_funcs, outcomes)
-    for copied, outcome, needed in zip(found_funcs, outcomes, needs, strict=True):
-        if copied is not None and isinstance(outcome.result, Merged):
-            replaced.append((*function_span(copied), outcome.result.text))
-            added.update(needed)
+    for index, (copied, outcome, needed) in enumerate(zip(found_funcs, outcomes, needs, strict=True)):
+        if copied is None or not isinstance(outcome.result, Merged):
+            continue
+        written = outcome.result.text
+        if span is not None:
+            gated = spanned.function(span, function_text(lines, copied), written) if span.helper else None
+            if gated is None:
+                why = "no gate helper in the tree" if not span.helper else "its text cannot be held under a gate"
+                held = Conflict(f"under --span: {why}: left for a person, never written for B alone")
+                outcomes[index] = CopyOutcome(outcome.line, outcome.upstream, held)
+                continue
+            written = gated
+        replaced.append((*function_span(copied), written))
+        added.update(needed)
     # Bottom up, so each span's line numbers still hold when it is replaced.
     for first, last, new in sorted(replaced, reverse=True):
         lines[first - 1 : last] = new.splitlines(keepends=True)
     out = "".join(lines)
     if added:  # above every copy replaced, so their lines did not move it
         first = _top_statement_line(tree, min(first for first, _, _ in replaced))
-        out = imports.insert(out, sorted(set(added.values())), first)
+        statements = sorted(set(added.values()))
+        out = imports.insert(out, [span.b_only(s) for s in statements] if span else statements, first)
     return out, outcomes
 
 

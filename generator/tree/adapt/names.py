@@ -28,6 +28,8 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from generator.judge.census import newer_syntax
+from generator.tree.adapt import span as spanned
+from generator.tree.adapt.span import Span
 
 # The dotted path at A -> (B's module, B's qualified name in it).
 Moves = Mapping[str, tuple[str, str]]
@@ -127,9 +129,11 @@ class _Guards(cst.CSTVisitor):
 class _Rewriter(cst.CSTTransformer):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, moves: Moves, guarded: Mapping[int, set[str]]) -> None:
+    def __init__(self, moves: Moves, guarded: Mapping[int, set[str]], span: Span | None = None) -> None:
         super().__init__()
         self.moves = moves
+        self.span = span  # write A's form and B's behind the tree's gate (span.py), not B's alone
+        self.spanned: set[int] = set()  # import statements rewritten, by the id of the statement as read
         self.guarded = guarded  # an import's id -> what the other branches of its if/try import
         self.rewrites: list[Rewrite] = []
         self.left: list[Left] = []
@@ -168,6 +172,7 @@ class _Rewriter(cst.CSTTransformer):
                 continue
             self.rewrites.append(Rewrite(self._line(original), "import", name, module))
             self.imported.add(module)
+            self.spanned.add(id(original))
             names.append(alias.with_changes(name=_expr(module)))
         return updated.with_changes(names=names)
 
@@ -208,6 +213,7 @@ class _Rewriter(cst.CSTTransformer):
             self.rewrites.append(Rewrite(line, "import", f"{module}.{name}", f"{new_module}.{qualname}"))
         if not moved:
             return updated
+        self.spanned.add(id(original))
         if not kept and len(moved) == 1:
             ((new_module, aliases),) = moved.items()
             return updated.with_changes(module=_expr(new_module), names=_with_commas(updated.names, aliases))
@@ -240,8 +246,14 @@ class _Rewriter(cst.CSTTransformer):
             # whole, ``old.mod.X = ...`` is ``new.mod.X = ...``: X went with it, and is rewritten.)
             self.left.append(Left(self._line(original), path, f"a patch assigns it; B defines it as {new_path}"))
             return updated
+        if self.span is not None and self.span.helper is None:
+            why = f"under --span with no gate helper: B defines it as {new_path}, A's path kept"
+            self.left.append(Left(self._line(original), path, why))
+            return updated
         self.rewrites.append(Rewrite(self._line(original), "attribute", path, new_path))
         self.needed.setdefault(new_module, path)
+        if self.span is not None:
+            return spanned.expression(self.span, path, new_path)
         return _expr(new_path)
 
     def _through_moved_module(self, path: str) -> bool:
@@ -251,17 +263,24 @@ class _Rewriter(cst.CSTTransformer):
 
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
-    ) -> cst.SimpleStatementLine | cst.FlattenSentinel[cst.SimpleStatementLine]:
-        """A split import gets a line per statement: the first keeps the line's comment and the lines above."""
-        if len(original.body) != 1 or len(updated.body) == 1:
-            return updated
-        first, *rest = updated.body
-        return cst.FlattenSentinel(
-            [
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        """A split import gets a line per statement: the first keeps the line's comment and the lines above.
+        Under ``--span``, an import statement rewritten becomes A's line and B's lines behind the gate."""
+        lines: list[cst.SimpleStatementLine] = [updated]
+        if len(original.body) == 1 and len(updated.body) > 1:
+            first, *rest = updated.body
+            lines = [
                 updated.with_changes(body=[first.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)]),
                 *(cst.SimpleStatementLine([s.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)]) for s in rest),
             ]
-        )
+        if self.span is None or not any(id(s) in self.spanned for s in original.body):
+            return lines[0] if len(lines) == 1 else cst.FlattenSentinel(lines)
+        if len(original.body) != 1:  # ``import a; import b`` on one line: not written behind a gate
+            for stmt in original.body:
+                self.spanned.discard(id(stmt))
+            self.left.append(Left(self._line(original), "", "under --span: several statements on one line"))
+            return original
+        return spanned.statements(self.span, original, lines)
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
         self._assigned += 1
@@ -291,8 +310,16 @@ class _Rewriter(cst.CSTTransformer):
         quote = original.quote
         if quote in value or "\\" in target[0]:
             return updated
+        new = updated.with_changes(value=f"{original.prefix}{quote}{target[0]}{quote}")
+        if self.span is not None and self.span.helper is None:
+            why = f"under --span with no gate helper: B's target is {target[0]}, A's kept"
+            self.left.append(Left(self._line(original), value, why))
+            return updated
         self.rewrites.append(Rewrite(self._line(original), "string", value, target[0]))
-        return updated.with_changes(value=f"{original.prefix}{quote}{target[0]}{quote}")
+        if self.span is not None:  # the string's own quotes and prefix, both forms
+            a_form, b_form = cst.Module([]).code_for_node(original), cst.Module([]).code_for_node(new)
+            return spanned.expression(self.span, a_form, b_form)  # type: ignore[return-value]
+        return new
 
 
 def _commas(aliases: Sequence[cst.ImportAlias]) -> list[cst.ImportAlias]:
@@ -313,15 +340,17 @@ def _with_commas(original: Sequence[cst.ImportAlias], aliases: Sequence[cst.Impo
 
 
 class _AddImports(cst.CSTTransformer):
-    """``import vllm.b`` after the first statement importing ``vllm.a`` it replaces."""
+    """``import vllm.b`` after the first statement importing ``vllm.a`` it replaces (under ``--span``, run at B
+    alone: A may have no such module)."""
 
-    def __init__(self, needed: Mapping[str, str], imported: set[str]) -> None:
+    def __init__(self, needed: Mapping[str, str], imported: set[str], span: Span | None = None) -> None:
         super().__init__()
         self.wanted = {m: old for m, old in needed.items() if m not in imported}
+        self.span = span
 
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
-    ) -> cst.SimpleStatementLine | cst.FlattenSentinel[cst.SimpleStatementLine]:
+    ) -> cst.SimpleStatementLine | cst.FlattenSentinel[cst.BaseStatement]:
         imports = [s for s in updated.body if isinstance(s, cst.Import)]
         names = {_dotted(a.name) for s in imports for a in s.names}
         add = [m for m, old in self.wanted.items() if any(n and old.startswith(n + ".") for n in names)]
@@ -329,18 +358,23 @@ class _AddImports(cst.CSTTransformer):
             return updated
         for module in add:
             del self.wanted[module]
-        lines = [cst.SimpleStatementLine([cst.Import([cst.ImportAlias(_expr(m))])]) for m in sorted(add)]  # type: ignore[arg-type]
+        lines: list[cst.BaseStatement] = [
+            cst.SimpleStatementLine([cst.Import([cst.ImportAlias(_expr(m))])])  # type: ignore[arg-type]
+            for m in sorted(add)
+        ]
+        if self.span is not None:
+            lines = [cst.parse_statement(self.span.b_only(f"import {m}")) for m in sorted(add)]
         return cst.FlattenSentinel([updated, *lines])
 
 
-def rewrite(text: str, moves: Moves) -> tuple[str, list[Rewrite], list[Left]]:
+def rewrite(text: str, moves: Moves, span: Span | None = None) -> tuple[str, list[Rewrite], list[Left]]:
     """``text`` with its moved names rewritten; the rewrites made and the names left, by line.
 
     A rewrite takes every use with it, or none: a module's import rewritten while a dotted use of the old
     module's path is left (``import vllm.a.mod`` rewritten, ``vllm.a.mod.X`` left) would break the file where
     it worked, so that module is not rewritten at all, and its import is left beside the use.
     """
-    new, rewrites, left = _rewrite(text, moves)
+    new, rewrites, left = _rewrite(text, moves, span)
     stuck = {
         r.old: next(x for x in left if x.kind == "name" and _under(x.name, r.old))
         for r in rewrites
@@ -351,9 +385,11 @@ def rewrite(text: str, moves: Moves) -> tuple[str, list[Rewrite], list[Left]]:
     }
     if not stuck:
         return new, rewrites, left
-    new, rewrites, left = _rewrite(text, {k: v for k, v in moves.items() if k not in stuck})
+    new, rewrites, left = _rewrite(text, {k: v for k, v in moves.items() if k not in stuck}, span)
     for module, use in sorted(stuck.items()):
-        line = next((r.line for r in _rewrite(text, moves)[1] if r.old == module and r.kind == "import"), use.line)
+        line = next(
+            (r.line for r in _rewrite(text, moves, span)[1] if r.old == module and r.kind == "import"), use.line
+        )
         why = f"not rewritten: its use {use.name} at line {use.line} could not be ({use.why})"
         left.append(Left(line, module, why))
     return new, rewrites, left
@@ -363,7 +399,7 @@ def _under(name: str, module: str) -> bool:
     return name == module or name.startswith(module + ".")
 
 
-def _rewrite(text: str, moves: Moves) -> tuple[str, list[Rewrite], list[Left]]:
+def _rewrite(text: str, moves: Moves, span: Span | None = None) -> tuple[str, list[Rewrite], list[Left]]:
     # Every form rewritten names the moved path's module in the text (``from vllm.a import N``, ``vllm.a.N``,
     # ``"vllm.a.N"``): a file naming none of them is left unparsed (libcst's parse and metadata are most of
     # adapt's time on a large tree).
@@ -372,10 +408,10 @@ def _rewrite(text: str, moves: Moves) -> tuple[str, list[Rewrite], list[Left]]:
     wrapper = MetadataWrapper(cst.parse_module(text))
     guards = _Guards()
     wrapper.module.visit(guards)  # the wrapper's own copy: the rewriter sees these nodes, by identity
-    rewriter = _Rewriter(moves, guards.siblings)
+    rewriter = _Rewriter(moves, guards.siblings, span)
     changed = wrapper.visit(rewriter)
     if rewriter.needed:
-        changed = changed.visit(_AddImports(rewriter.needed, rewriter.imported))
+        changed = changed.visit(_AddImports(rewriter.needed, rewriter.imported, span))
     new = changed.code
     if new != text:
         newer_syntax.parse(new, "<adapted>")  # libcst writes only code it parsed: a failure here is a defect

@@ -25,8 +25,10 @@ from generator.judge.resync import Conflict, Merged, Redundant, Unchanged
 from generator.sources.package import Package
 from generator.tree.adapt import imports, names, setups
 from generator.tree.adapt.copies import CopyJob, CopyOutcome, function_text, resync_file
+from generator.tree.adapt.retire import retire
+from generator.tree.adapt.span import Span
 
-PARTS = ("names", "copies")
+PARTS = ("names", "copies", "gates")
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,8 @@ class Leftover:
     """One thing ``adapt`` did not do, for a person: where, what, why, and upstream's diff when it helps."""
 
     site: str
-    kind: str  # conflict | removed | redundant | unchanged | signature | name | guarded | skipped | regenerated
+    # conflict | removed | redundant | unchanged | signature | name | guarded | skipped | regenerated | gate
+    kind: str
     upstream: str
     why: str
     detail: str = ""
@@ -61,6 +64,9 @@ class Plan:
     merged: list[tuple[str, CopyOutcome]] = field(default_factory=list)
     left: list[Leftover] = field(default_factory=list)
     skipped: int = 0
+    gated: list[tuple[str, int]] = field(default_factory=list)  # (file, gates written there) under --span
+    retired: list[tuple[str, int]] = field(default_factory=list)  # (file, line) of each dead gate retired
+    live_gates: int = 0  # gates kept: they name the floor, a newer release, or no release
 
     @property
     def work(self) -> list[Leftover]:
@@ -138,8 +144,12 @@ def build(
     *,
     regenerated: Mapping[str, str] | None = None,
     regions: Mapping[str, Sequence[tuple[int, int]]] | None = None,
+    span: Span | None = None,
 ) -> Plan:
     """The plan for ``impact.root``'s tree: new texts for the files it changes, and what is left.
+
+    ``span``: every edit written in A's form and B's behind the tree's gate (``span``), gates dead from A on
+    retired; else B's alone, gates dead from B on retired (``retire``).
 
     ``bump --adapt`` passes what it regenerates in the same write: ``regions``, the lines of each copy it
     regenerates by path (they are the generator's, so adapt leaves them), and ``regenerated``, each such
@@ -147,7 +157,7 @@ def build(
     """
     plan = Plan(impact.old, impact.new)
     plan.skipped = len(impact.skipped)
-    b_resolver = Resolver(b)
+    a_resolver, b_resolver = Resolver(a), Resolver(b)
     moves = _moves(impact, b_resolver) if "names" in only else {}
     verdicts = {(c.site, c.upstream): c.verdict for c in impact.couplings}
     jobs: dict[str, list[CopyJob]] = {}
@@ -157,7 +167,7 @@ def build(
             continue
         if c.kind == "copy" and "copies" in only:
             if not any(first <= c.line <= last for first, last in (regions or {}).get(c.path, ())):
-                _copy(plan, c, change, a, b, jobs, b_resolver)
+                _copy(plan, c, change, a, b, jobs, (a_resolver, b_resolver))
         elif c.kind in ("override", "patch") and "signature" in change.parts:
             plan.left.append(
                 Leftover(c.site, "signature", c.upstream, "its signature changed", _signature(change.old, change.new))
@@ -166,8 +176,14 @@ def build(
             plan.left.append(
                 Leftover(c.site, "name", c.upstream, f"gone at B, with no successor found{_maybe(change)}")
             )
-    for path in sorted({c.path for c in impact.couplings if c.upstream in moves} | set(jobs)):
-        _file(plan, impact.root, path, jobs.get(path, []), moves, (regenerated or {}).get(path), b_resolver)
+    helpers = dict(impact.helpers) if "gates" in only else {}
+    if span is not None and span.helper:
+        helpers.setdefault(span.helper, span.op)
+    floor = span.old if span is not None else impact.new
+    gated_files = set(impact.gated_files) if helpers else set()
+    for path in sorted({c.path for c in impact.couplings if c.upstream in moves} | set(jobs) | gated_files):
+        form = _Form(span, helpers, floor)
+        _file(plan, impact.root, path, jobs.get(path, []), moves, (regenerated or {}).get(path), b_resolver, form)
     _unreached(plan, impact, moves)
     plan.left = [replace(x, verdict=verdicts.get((x.site, x.upstream), "")) if not x.verdict else x for x in plan.left]
     return plan
@@ -219,7 +235,7 @@ def _copy(
     a: Package,
     b: Package,
     jobs: dict[str, list[CopyJob]],
-    b_resolver: Resolver,
+    resolvers: tuple[Resolver, Resolver],
 ) -> None:
     if c.status == changes.REDUNDANT:
         where = change.new.name if change.new else c.upstream
@@ -232,6 +248,7 @@ def _copy(
         return
     if c.status not in (changes.CHANGED, changes.MOVED):
         return
+    a_resolver, b_resolver = resolvers
     base, theirs = _text(a, change.old), _text(b, change.new)
     if base is None or theirs is None:
         plan.left.append(Leftover(c.site, "conflict", c.upstream, "upstream's function cannot be read at A or B"))
@@ -250,7 +267,7 @@ def _copy(
             imports.providers(b_resolver, module),
             module,
             _set_in(b_resolver, change.new),
-            setups.set_up(Resolver(a), b_resolver, change.old, change.new),
+            setups.set_up(a_resolver, b_resolver, change.old, change.new),
         )
     )
 
@@ -283,6 +300,16 @@ def _set_in(resolver: Resolver, method: Definition | None) -> dict[str, frozense
     return {} if owner is None else inherited.set_in_methods(resolver, owner)
 
 
+@dataclass(frozen=True)
+class _Form:
+    """How a file's edits are written: behind the gate (``span``) or for B alone; and the gates retired from
+    ``floor`` on (``helpers``: none when gates are not a part of this run)."""
+
+    span: Span | None
+    helpers: Mapping[str, str]
+    floor: str
+
+
 def _file(
     plan: Plan,
     root: Path,
@@ -291,6 +318,7 @@ def _file(
     moves: dict[str, tuple[str, str]],
     start: str | None,
     b_resolver: Resolver,
+    form: _Form,
 ) -> None:
     where = root / path
     try:
@@ -314,7 +342,7 @@ def _file(
         bindings = imports.Bindings(
             b_resolver, newer_syntax.parse(text, path)[0], module, package=path.endswith("__init__.py")
         )
-        new, outcomes = resync_file(text, jobs, bindings)
+        new, outcomes = resync_file(text, jobs, bindings, form.span)
     else:
         new, outcomes = text, []
     for outcome in outcomes:
@@ -337,12 +365,51 @@ def _file(
         elif isinstance(result, Unchanged):  # impact compares more than the merge does
             why = "upstream's statements are the same at A and B (a docstring, a comment, an annotation's spelling)"
             plan.left.append(Leftover(site, "unchanged", outcome.upstream, why))
-    new, rewrites, left = names.rewrite(new, moves)
+    new, rewrites, left = names.rewrite(new, moves, form.span)
     plan.renamed += [(path, r) for r in rewrites]
     plan.left += [Leftover(f"{path}:{n.line}", n.kind, n.name, n.why) for n in left]
+    written = new.count(form.span.test) - started.count(form.span.test) if form.span and form.span.helper else 0
+    if form.span is not None and written:
+        new = _with_helper(new, form.span)
+        plan.gated.append((path, written))
+    if form.helpers:
+        new = _retire(plan, path, new, form, written)
     if new != started:
         plan.read[where] = data
         plan.write[where] = new.encode("utf-8")
+
+
+def _with_helper(text: str, span: Span) -> str:
+    """The gate helper imported where the file does not bind its name yet (after its imports above the first
+    gate written), as the file's neighbours import it: ``from <its module> import <it>``."""
+    module = newer_syntax.parse(text, "<tree>")[0]
+    bound = {
+        (a.asname or a.name).split(".")[0]
+        for n in ast.walk(module)
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        for a in n.names
+    }
+    bound |= {n.name for n in module.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if span.name in bound:
+        return text
+    first = next(n for n, line in enumerate(text.splitlines(), 1) if span.test in line)
+    return imports.insert(text, [span.import_line], first)
+
+
+def _retire(plan: Plan, path: str, text: str, form: _Form, written: int) -> str:
+    """The file's gates dead from ``form.floor`` on retired; what could not be is reported. ``written``: the
+    gates this run wrote in the file (live, not the tree's own)."""
+    new, done = retire(text, form.helpers, form.floor)
+    plan.retired += [(path, line) for line in done.retired]
+    plan.live_gates += len(done.live) - written
+    for line, why in done.constant:
+        plan.left.append(Leftover(f"{path}:{line}", "gate", "", f"a dead version gate used as a value is {why}"))
+    for line, why in done.undecided:
+        plan.left.append(Leftover(f"{path}:{line}", "gate", "", f"a version gate not decided statically: {why}"))
+    for line in done.skipped_always:
+        why = "a test skipped at every release the tree runs on: its skipif's gate is always true; drop the test?"
+        plan.left.append(Leftover(f"{path}:{line}", "gate", "", why))
+    return new
 
 
 def _diff(job: CopyJob | None) -> str:

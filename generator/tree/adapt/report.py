@@ -22,8 +22,8 @@ def lines(plan: Plan, *, written: bool) -> list[str]:
     verb = "wrote" if written else "would write"
     out = [
         f"adapt {plan.old} -> {plan.new}: {verb} {len(plan.write)} files: {len(plan.renamed)} names rewritten, "
-        f"{len(plan.merged)} copies re-synced; {len(plan.left)} left ({len(plan.work)} for a person); "
-        f"{plan.skipped} files skipped"
+        f"{len(plan.merged)} copies re-synced, {_gates(plan)}; {len(plan.left)} left ({len(plan.work)} for a "
+        f"person); {plan.skipped} files skipped"
     ]
     for path, rewrite in sorted(plan.renamed, key=lambda r: (r[0], r[1].line, r[1].old)):
         out.append(f"  renamed {path}:{rewrite.line} {rewrite.kind} {rewrite.old} -> {rewrite.new}")
@@ -35,6 +35,11 @@ def lines(plan: Plan, *, written: bool) -> list[str]:
         out.append(f"  left {left.kind} {left.site} {left.upstream}: {left.why}{verdict}".rstrip())
         out += [f"    {line}" for line in left.detail.splitlines()]
     return out
+
+
+def _gates(plan: Plan) -> str:
+    written = sum(n for _, n in plan.gated)
+    return f"{written} gates written, {len(plan.retired)} dead gates retired ({plan.live_gates} live kept)"
 
 
 def work_left(plan: Plan, *, written: bool = True) -> WorkLeft | None:
@@ -67,11 +72,15 @@ def to_json(plan: Plan, diff: str) -> dict[str, Any]:
     return {
         "from": plan.old,
         "to": plan.new,
-        "files": sorted({path for path, _ in plan.renamed} | {path for path, _ in plan.merged}),
+        "files": sorted(
+            {path for path, _ in plan.renamed} | {path for path, _ in plan.merged} | {p for p, _ in plan.retired}
+        ),
         "counts": {
             "files": len(plan.write),
             "renamed": len(plan.renamed),
             "merged": len(plan.merged),
+            "gates_written": sum(n for _, n in plan.gated),
+            "gates_retired": len(plan.retired),
             "left": len(plan.left),
             "work": len(plan.work),
             "skipped": plan.skipped,
@@ -105,7 +114,7 @@ def markdown(plan: Plan, diff: str, *, limit: int) -> str:
     head = (
         f"### What `adapt` wrote ({plan.old} -> {plan.new})\n\n"
         f"{len(plan.write)} files: {len(plan.renamed)} moved names rewritten, {len(plan.merged)} copies "
-        f"re-synced with {plan.new}'s function (each passed the independent check). "
+        f"re-synced with {plan.new}'s function (each passed the independent check), {_gates(plan)}. "
         f"{len(plan.left)} left, {len(plan.work)} of them work for a person"
         + (" (the command exits 1: docs/adapt.md)." if plan.work else ".")
     )

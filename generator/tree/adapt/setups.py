@@ -78,10 +78,21 @@ def _setattr_chains(func: Function, receiver: str) -> set[str]:
 
 def set_up(a: Resolver, b: Resolver, old: Definition | None, new: Definition | None) -> dict[str, frozenset[str]]:
     """For a copied method: each chain B's class (its lineage) sets in a method whose A version (A's class of
-    the method) did not set it, with those methods. {} for a function, or a class not read at either release."""
+    the method) did not set it, with those methods. {} for a function, or a class not read at either release.
+    Read once per class pair: a tree copies many methods of one class."""
     owner_b, owner_a = _owner(b, new), _owner(a, old)
     if owner_b is None or owner_a is None:
         return {}
+    key = (id(a), a.label, id(b), b.label, owner_a.name, owner_b.name)
+    if key not in _READ:
+        _READ[key] = _set_up(a, b, owner_a, owner_b)
+    return _READ[key]
+
+
+_READ: dict[tuple[int, str, int, str, str, str], dict[str, frozenset[str]]] = {}
+
+
+def _set_up(a: Resolver, b: Resolver, owner_a: Definition, owner_b: Definition) -> dict[str, frozenset[str]]:
     at_a = {name: chains(func, True) for name, func in _methods(a, owner_a)}
     out: dict[str, set[str]] = {}
     for name, func in _methods(b, owner_b):

@@ -1,0 +1,186 @@
+"""``adapt --span`` keeps A: at A the tree is the code it was, at B the code plain ``adapt`` writes, once the tree's
+own version gates are evaluated; and retiring drops the gates no release the tree runs on takes another way.
+
+The shared plugin tree (``adapt_trees``: a moved class imported, reached by an attribute path and a test's
+string, a copy that merges and one in conflict) gets a gate helper of its own (``pkg/utils.py``), and a file of
+gates dead at A. The truth is this file's own reading of the gates: ``fold`` replaces each call of the helper
+with what the installed vLLM would answer and folds what that decides, with stdlib ``ast`` and nothing of
+the tool's; the results are compared as ``ast`` sees them.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from generator.cli import main
+from tests.generator.adapt_trees import COPIES, USE, publish_releases, snapshot, write_files, write_plugin
+
+UTILS = """\
+import vllm
+
+
+def vllm_version_is(target):
+    return vllm.__version__ == target
+"""
+# Gates the tree keeps at A (1.0.0): 0.9.0 is older than A, dead whichever of A and B runs; 1.0.0 is A.
+GATED = """\
+from pkg.utils import vllm_version_is
+
+if vllm_version_is("0.9.0"):
+    MODE = "old"  # the 0.9 way
+elif vllm_version_is("1.0.0"):
+    MODE = "a"
+else:
+    # anything newer
+    MODE = "new"
+
+LEGACY = 1 if vllm_version_is("0.9.0") else 2
+
+
+def pick_mode(flag):
+    if not vllm_version_is("0.9.0") and flag:
+        return "flagged"
+    return MODE
+"""
+
+
+def fold(text: str, version: str) -> ast.Module:
+    """The file as the installed vLLM ``version`` runs it: each ``vllm_version_is("X")`` the constant
+    ``X == version``, and every ``if``, conditional expression, ``not``, ``and``, ``or`` that decides folded;
+    the helper's own import dropped (it decides nothing once folded)."""
+
+    class Fold(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            if isinstance(node.func, ast.Name) and node.func.id == "vllm_version_is":
+                (arg,) = node.args
+                assert isinstance(arg, ast.Constant)
+                return ast.Constant(arg.value == version)
+            return node
+
+        def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+            self.generic_visit(node)
+            if isinstance(node.op, ast.Not) and isinstance(node.operand, ast.Constant):
+                return ast.Constant(not node.operand.value)
+            return node
+
+        def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+            self.generic_visit(node)
+            stop = isinstance(node.op, ast.Or)
+            values = []
+            for value in node.values:
+                if isinstance(value, ast.Constant) and isinstance(value.value, bool):
+                    if value.value is stop:
+                        return ast.Constant(stop)
+                    continue
+                values.append(value)
+            if not values:
+                return ast.Constant(not stop)
+            return values[0] if len(values) == 1 else ast.BoolOp(node.op, values)
+
+        def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+            self.generic_visit(node)
+            if isinstance(node.test, ast.Constant):
+                return node.body if node.test.value else node.orelse
+            return node
+
+        def visit_If(self, node: ast.If) -> ast.AST | list[ast.stmt]:
+            self.generic_visit(node)
+            if isinstance(node.test, ast.Constant):
+                return (node.body if node.test.value else node.orelse) or []
+            return node
+
+        def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST | None:
+            if node.module == "pkg.utils":
+                return None
+            return node
+
+    tree = Fold().visit(ast.parse(text))
+    return ast.fix_missing_locations(tree)
+
+
+def _same(one: str, other: str, version: str) -> bool:
+    return ast.dump(fold(one, version)) == ast.dump(fold(other, version))
+
+
+@pytest.fixture
+def trees(tmp_path: Path, local_index: dict[str, bytes]) -> tuple[Path, Path]:
+    """The plugin with its gate helper and gated file; and a copy of it for plain ``adapt``."""
+    publish_releases(local_index, a={"vllm/__init__.py": '__version__ = "1.0.0"\n'},
+                     b={"vllm/__init__.py": '__version__ = "1.1.0"\n'})  # fmt: skip
+    root = write_plugin(tmp_path / "plugin")
+    write_files(root, {"pkg/__init__.py": "", "pkg/utils.py": UTILS, "pkg/gated.py": GATED})
+    plain = tmp_path / "plain"
+    shutil.copytree(root, plain)
+    return root, plain
+
+
+def _adapt(root: Path, *extra: str) -> Result:
+    return CliRunner().invoke(main, ["--root", str(root), "adapt", "--from", "v1.0.0", "--to", "v1.1.0", *extra])
+
+
+def test_span_is_the_tree_at_a_and_plain_adapt_at_b(trees: tuple[Path, Path]) -> None:
+    root, plain = trees
+    before = snapshot(root)
+    spanned, planned = _adapt(root, "--span"), _adapt(plain)
+    assert spanned.exit_code == planned.exit_code == 1  # the shared copy in conflict, both ways
+    assert "gates written" in spanned.stdout and "0 gates written" not in spanned.stdout
+    after, after_plain = snapshot(root), snapshot(plain)
+    changed = {p for p in after if after[p] != before.get(p)}
+    assert {"pkg/use.py", "pkg/copies.py", "tests/test_use.py"} <= changed
+    for path in sorted(changed):
+        text, was, theirs = after[path].decode(), before[path].decode(), after_plain[path].decode()
+        assert _same(text, was, "1.0.0"), f"{path} at A is not the tree's code:\n{text}"
+        assert _same(text, theirs, "1.1.0"), f"{path} at B is not plain adapt's:\n{text}\n---\n{theirs}"
+    # plain adapt dropped A: its imports of B's paths do not exist at A; span's written file names both
+    assert "vllm.sched.util" in after["pkg/use.py"].decode() and "vllm.core.helper" in after["pkg/use.py"].decode()
+    assert "from pkg.utils import vllm_version_is" in after["pkg/use.py"].decode()
+
+
+def test_retiring_keeps_what_each_release_runs(trees: tuple[Path, Path]) -> None:
+    root, plain = trees
+    result = _adapt(root, "--only", "gates", "--span")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    text = (root / "pkg/gated.py").read_text()
+    assert '"0.9.0"' not in text and 'vllm_version_is("1.0.0")' in text  # dead retired, A's kept (live)
+    assert "# anything newer" in text and "# the 0.9 way" not in text
+    for version in ("1.0.0", "1.1.0"):
+        assert _same(text, GATED, version)
+    assert "3 dead gates retired (1 live kept)" in result.stdout
+    # plain adapt retires from B on: A's gate is dead there too, and the else's code is what stays
+    result = _adapt(plain, "--only", "gates")
+    assert result.exit_code == 0, result.stdout
+    text = (plain / "pkg/gated.py").read_text()
+    assert "vllm_version_is" not in text  # no gate left: its import goes with them
+    assert _same(text, GATED, "1.1.0")
+    assert "LEGACY = 2" in text and "if flag:" in text
+
+
+def test_a_tree_with_no_helper_spans_imports_by_try_and_leaves_the_rest(
+    tmp_path: Path, local_index: dict[str, bytes]
+) -> None:
+    publish_releases(local_index)
+    root = write_files(tmp_path / "plugin", {"pkg/__init__.py": "", "pkg/use.py": USE, "pkg/copies.py": COPIES})
+    result = _adapt(root, "--span")
+    assert result.exit_code == 1
+    text = (root / "pkg/use.py").read_text()
+    assert "try:\n    from vllm.sched.util import pick  # both from util at A\n" in text
+    assert "except ImportError:\n    from vllm.sched.util import Helper as H, pick" in text
+    assert "vllm.sched.util.Helper().run()" in text  # the attribute path: left, never B's alone
+    assert "under --span with no gate helper" in result.stdout
+    assert (root / "pkg/copies.py").read_text() == COPIES  # the copy that merges plainly: left
+
+
+def test_a_declared_helper_the_tree_lacks_is_refused(trees: tuple[Path, Path]) -> None:
+    root, _ = trees
+    (root / "balance-patchgen.toml").write_text('[gates]\nhelper = "pkg.utils.no_such_helper"\n')
+    before = snapshot(root)
+    result = _adapt(root, "--span")
+    assert result.exit_code == 2
+    assert next(line for line in result.stderr.splitlines() if "error:" in line).count("no_such_helper") == 1
+    assert snapshot(root) == before
