@@ -90,8 +90,15 @@ def scores(
         doc["breaks_executed_failing_at_to"] = len(failing)
         # the rest by impact's rule: an override B's callers no longer call, a patch installing nothing at B
         # stop working silently; a unit test calling the tree's code directly does not see them
+        ran = Counter(c.rule or "?" for c in breaks_run)
+        doc["breaks_executed_by_rule"] = dict(sorted(ran.items(), key=lambda i: (-i[1], i[0])))
         quiet = Counter(c.rule or "?" for c in breaks_run if c not in failing)
         doc["breaks_executed_not_failing_by_rule"] = dict(sorted(quiet.items(), key=lambda i: (-i[1], i[0])))
+        doc["breaks_executed_not_failing"] = [
+            {"site": c.site, "upstream": c.upstream, "rule": c.rule}
+            for c in sorted(breaks_run, key=lambda c: (c.rule, c.site, c.upstream))
+            if c not in failing
+        ]
         doc["breaks_executed_failing_share"] = round(len(failing) / len(breaks_run), 3) if breaks_run else None
     return doc
 

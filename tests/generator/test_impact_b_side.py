@@ -122,6 +122,31 @@ A = {
         def gone_fn():
             return None
     """,
+    "vllm/loop.py": """
+        class Loop:
+            def step(self, x):
+                return x
+
+            def run(self, x):
+                return self.step(x)
+    """,
+    "vllm/members.py": """
+        from dataclasses import dataclass
+
+
+        class Manager:
+            def __init__(self):
+                self.blocks = []
+
+            def common_prefix(self):
+                return 0
+
+
+        @dataclass
+        class Cache:
+            size: int
+            storage: int = 0
+    """,
 }
 
 B = {
@@ -216,6 +241,27 @@ B = {
     "vllm/util.py": """
         def count(n, eligible):
             return n
+    """,
+    "vllm/loop.py": """
+        class Loop:
+            def step(self, x, budget=0):
+                return x
+
+            def run(self, x):
+                return self.step(x, budget=1)
+    """,
+    "vllm/members.py": """
+        from dataclasses import dataclass
+
+
+        class Manager:
+            def __init__(self):
+                self.blocks = []
+
+
+        @dataclass
+        class Cache:
+            size: int
     """,
 }
 
@@ -340,6 +386,44 @@ TREE = {
     "pkg/ungated.py": """
         from vllm.util import gone_fn
     """,
+    "pkg/loops.py": """
+        from vllm.loop import Loop
+
+
+        class OwnLoop(Loop):  # replaces run: B's run, which passes budget, never runs for it
+            def step(self, x):
+                return x
+
+            def run(self, x):
+                return self.step(x)
+
+
+        class SuperLoop(Loop):  # runs B's run
+            def step(self, x):
+                return x
+
+            def run(self, x):
+                return super().run(x)
+    """,
+    "pkg/cache.py": """
+        from dataclasses import dataclass
+
+        from vllm.members import Cache
+
+
+        @dataclass
+        class MyCache(Cache):
+            def total(self):
+                return self.size + self.storage
+    """,
+    "tests/test_members.py": """
+        from vllm.members import Manager
+
+
+        def test_prefix():
+            manager = Manager()
+            assert manager.common_prefix() == 0
+    """,
     "tests/test_state.py": """
         from pkg.state import MyState
 
@@ -446,6 +530,15 @@ CASES: dict[tuple[str, str, str], tuple[tuple[str, str], str]] = {
         "from pkg.counts import counted; counted()",
     ),
     ("import", "pkg/gated.py", "vllm.util.gone_fn"): (("info", "gated"), "import pkg.gated"),
+    # what the tree reads on its class's self, or calls on a vLLM object it built, that B's class dropped
+    ("import", "pkg/cache.py", "vllm.members.Cache"): (
+        ("breaks", "member-gone"),
+        "from pkg.cache import MyCache; MyCache(size=1).total()",
+    ),
+    ("import", "tests/test_members.py", "vllm.members.Manager"): (
+        ("breaks", "member-gone"),
+        "from tests.test_members import test_prefix; test_prefix()",
+    ),
     ("import", "pkg/ungated.py", "vllm.util.gone_fn"): (("breaks", "gone"), "import pkg.ungated"),
 }
 # Overrides, by the tree's method: (verdict, rule) and the statement.
@@ -455,6 +548,9 @@ OVERRIDES = {
     "AnyBackend.sizes": (("review", "patched-changed"), _PICK.format("AnyBackend")),
     # B reorders run's parameters and calls it by keyword: the tree's run takes that call
     "MyRunner.run": (("review", "patched-changed"), "from pkg.backends import MyRunner; MyRunner().go()"),
+    # B's call of step is in its run, which OwnLoop replaces and SuperLoop runs
+    "OwnLoop.step": (("review", "patched-changed"), "from pkg.loops import OwnLoop; OwnLoop().run(1)"),
+    "SuperLoop.step": (("breaks", "refuses-b-call"), "from pkg.loops import SuperLoop; SuperLoop().run(1)"),
 }
 # Tests that build objects bare (their import of the vLLM class is judged in pkg/sched.py: the first use).
 BARE = {
@@ -536,7 +632,7 @@ def test_the_rule_points_at_the_tree_function_b_calls(judged: dict[str, Any]) ->
     its last line and its qualified name, as a TypeError names it (read here from the tree's text)."""
     tree = Path(judged["tree"])
     pointed = [c for c in judged["couplings"] if c["rule"] == "refuses-b-call"]
-    assert {c["receiver"] for c in pointed} == {"make_coordinator", "normalize", "MyBackend.sizes"}
+    assert {c["receiver"] for c in pointed} == {"make_coordinator", "normalize", "MyBackend.sizes", "SuperLoop.step"}
     for c in pointed:
         path = c.get("at_path") or c["site"].rpartition(":")[0]
         lines = (tree / path).read_text().splitlines()

@@ -562,7 +562,7 @@ def test_each_rule_gives_the_verdict_the_planted_change_calls_for(report_json: d
     # Every rule is exercised here but the catch-alls this tree has no case of, and what B's own code does to
     # a tree (test_impact_b_side.py).
     used = {c["rule"] for c in report_json["couplings"]}
-    b_side = {"refuses-b-call", "attribute-unset", "patch-target-gone", "positional-renamed", "gated"}
+    b_side = {"refuses-b-call", "attribute-unset", "patch-target-gone", "positional-renamed", "gated", "member-gone"}
     assert {r.name for r in verdicts.RULES} - used <= {"override-added", "redundant", "declared", "unresolved", *b_side}
     assert sum(report_json["verdicts"].values()) == len(report_json["couplings"])
     assert report_json["verdicts"] == {

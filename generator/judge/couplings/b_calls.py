@@ -8,26 +8,36 @@ A's (B's callers pass what A's did not); every name asked is read in both releas
 from __future__ import annotations
 
 import functools
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 from generator.judge.couplings import calls, verdicts
 from generator.judge.couplings.changes import Change
 from generator.judge.couplings.judged import Judged
 from generator.judge.couplings.record import Coupling
 from generator.judge.couplings.signatures import Receiver
+from generator.judge.couplings.sites import TreeClass
 from generator.judge.couplings.upstream import Resolver
+
+# What one coupling asks: its memo key, the change, the tree's function, its owner (B's class of a method), a
+# patch or not, and for an override the tree's class.
+_Asked = tuple[Hashable, Change, Receiver, str | None, bool, TreeClass | None]
 
 
 class BCalls:
     """B's own calls of each definition a tree's function replaces that the function refuses (``calls``),
     asked together so both releases' files are read once for every name, and only for what is not kept."""
 
-    def __init__(self, a: Resolver, b: Resolver, memo: Judged) -> None:
+    def __init__(
+        self, a: Resolver, b: Resolver, memo: Judged, replaced: Callable[[TreeClass], frozenset[tuple[str, str]]]
+    ) -> None:
         self.a, self.b, self.memo = a, b, memo
-        self.asked: dict[tuple[str, str], tuple[Hashable, Change, Receiver, str | None, bool]] = {}
+        self.asked: dict[tuple[str, str], _Asked] = {}
         self.indexes: tuple[calls.CallIndex, calls.CallIndex] | None = None
+        # For an override: (B's class, method) its class replaces without calling B's, where a call B makes
+        # never runs for its objects (``judging.replaced``, read when first needed)
+        self._replaced = replaced
 
-    def ask(self, c: Coupling, change: Change, receiver: Receiver) -> None:
+    def ask(self, c: Coupling, change: Change, receiver: Receiver, owner_class: TreeClass | None = None) -> None:
         """Only where B's signature of the definition differs from A's: B's callers pass what A's did not."""
         old, new = change.old, change.new
         if old is None or new is None:
@@ -39,16 +49,36 @@ class BCalls:
         parent = c.upstream.rpartition(".")[0]
         owner = parent if "." in new.qualname else None
         key = (c.upstream, owner, patched, receiver.signature, receiver.kind)
-        self.asked[(c.path, f"{c.line}:{c.upstream}")] = (key, change, receiver, owner, patched)
+        self.asked[(c.path, f"{c.line}:{c.upstream}")] = (key, change, receiver, owner, patched, owner_class)
+
+    def seen(self, c: Coupling) -> bool:
+        """B's own calls of what the coupling's function replaces were found: what they pass is known, so a
+        guess from the signatures alone (``override-signature``, ``patch-signature``) is not needed."""
+        found = self.asked.get((c.path, f"{c.line}:{c.upstream}"))
+        return found is not None and self._found(found)[1] > 0
+
+    def _found(self, asked: _Asked) -> tuple[tuple[tuple[str, str | None, str, str], ...], int]:
+        key, change, receiver, owner, patched, _ = asked
+        return self.memo.get("b-calls", key, functools.partial(self._refused, change, receiver, owner, patched))
 
     def answer(self, c: Coupling) -> tuple[str, str] | None:
+        """B's first call the tree's function refuses that runs for the tree's objects (where, why)."""
         found = self.asked.get((c.path, f"{c.line}:{c.upstream}"))
         if found is None:
             return None
-        key, change, receiver, owner, patched = found
-        return self.memo.get("b-call", key, functools.partial(self._refused, change, receiver, owner, patched))
+        owner_class = found[5]
+        every = self._found(found)[0]
+        if not every:
+            return None
+        gone_by = self._replaced(owner_class) if owner_class is not None else frozenset()
+        for where, caller, method, reason in every:
+            if caller is None or (caller, method) not in gone_by:
+                return where, reason
+        return None
 
-    def _refused(self, change: Change, receiver: Receiver, owner: str | None, patched: bool) -> tuple[str, str] | None:
+    def _refused(
+        self, change: Change, receiver: Receiver, owner: str | None, patched: bool
+    ) -> tuple[tuple[tuple[str, str | None, str, str], ...], int]:
         if self.indexes is None:  # the first question not kept: read every name asked, once per release
             self.indexes = (calls.CallIndex(self.a), calls.CallIndex(self.b))
             names = {ch.new.qualname.rpartition(".")[2] for _, ch, *_ in self.asked.values() if ch.new is not None}
@@ -58,8 +88,13 @@ class BCalls:
         assert old is not None and new is not None
         at_a = self.indexes[0].reaching(old, owner, patched)
         at_b = self.indexes[1].reaching(new, owner, patched)
-        found = calls.refused(receiver, at_a, at_b)
-        if found is None:
-            return None
-        call, reason = found
-        return f"{self.b.label}'s {call.caller or 'module'} at {call.site}", reason
+        refused = tuple(
+            (
+                f"{self.b.label}'s {call.caller or 'module'} at {call.site}",
+                calls.caller_class(call),
+                call.caller.rpartition(".")[2],
+                reason,
+            )
+            for call, reason in calls.refusals(receiver, at_a, at_b)
+        )
+        return refused, len(at_b)

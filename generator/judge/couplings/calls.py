@@ -156,17 +156,27 @@ class CallIndex:
         return bool(found.definers) and all(home in self.lineage(cls) for cls in found.definers)
 
 
-def refused(receiver: Receiver, at_a: list[CallOf], at_b: list[CallOf]) -> tuple[CallOf, str] | None:
-    """The first call of B's code that ``receiver`` refuses and no call at A made the same way (a form A's
-    code already called it in failed at A already: not the bump's doing), with why."""
+def refusals(receiver: Receiver, at_a: list[CallOf], at_b: list[CallOf]) -> list[tuple[CallOf, str]]:
+    """The calls of B's code that ``receiver`` refuses and no call at A made the same way (a form A's code
+    already called it in failed at A already: not the bump's doing), each with why, by site."""
     seen = {_shape(c) for c in at_a}
+    out = []
     for call in sorted(at_b, key=lambda c: (c.path, c.line)):
         if _shape(call) in seen:
             continue
         reason = signatures.refuses(call.call, receiver.bound_for(call.form != NAME))
         if reason is not None:
-            return call, reason
-    return None
+            out.append((call, reason))
+    return out
+
+
+def caller_class(call: CallOf) -> str | None:
+    """The class whose method makes the call (``vllm.v1.worker.gpu.model_runner.GPUModelRunner``), None for a
+    module's function."""
+    owner, _, _ = call.caller.rpartition(".")
+    if not owner or "<locals>" in call.caller:
+        return None
+    return f"{_module_of(call.path)}.{owner}"
 
 
 _PARALLEL_FROM = 64  # files to parse before worker processes pay for their start

@@ -66,20 +66,23 @@ def self_assigned(method: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     return out
 
 
-def self_read(method: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
-    """``<first parameter>.<name>`` read (not assigned) anywhere in the method's body."""
+def self_read(method: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, int]:
+    """``<first parameter>.<name>`` read (not assigned) anywhere in the method's body, each with the first line
+    that reads it."""
     params = [*method.args.posonlyargs, *method.args.args]
     if not params:
-        return set()
+        return {}
     receiver = params[0].arg
-    return {
-        node.attr
-        for node in ast.walk(method)
-        if isinstance(node, ast.Attribute)
-        and isinstance(node.ctx, ast.Load)
-        and isinstance(node.value, ast.Name)
-        and node.value.id == receiver
-    }
+    out: dict[str, int] = {}
+    for node in ast.walk(method):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Load)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == receiver
+        ):
+            out[node.attr] = min(out.get(node.attr, node.lineno), node.lineno)
+    return out
 
 
 Field = tuple[str, bool | None, bool | None]  # (name, has a default, keyword-only); None, None: init=False

@@ -39,6 +39,7 @@ class Family:
     own_init: bool  # one of them writes ``__init__`` or ``__new__``
     calls_base_init: bool  # ... and it calls ``super().__init__``
     layers: tuple[tuple[Field, ...], ...]  # the dataclass fields each adds, the farthest first
+    reads: frozenset[str] = frozenset()  # what their methods read on ``self`` (their calls of its methods too)
 
 
 @dataclass(frozen=True, order=True)
@@ -49,19 +50,23 @@ class Use:
     path: str
     line: int
     # call: the class called; assign: an attribute set on an object; bare: an object built without __init__;
-    # init: the class's own __init__, which does not call the base's
+    # init: the class's own __init__, which does not call the base's; reads: what the class's methods read on
+    # self; calls: the methods the tree calls on an object it built
     what: str
     call: Call | None = None
     attrs: tuple[str, ...] = ()  # assign: the attribute; bare: every attribute set on it
     methods: tuple[str, ...] = ()  # bare: the methods called on it
+    lines: tuple[int, ...] = ()  # reads, calls: the first line of each of ``attrs``
+    end: int = 0  # init: the ``__init__``'s last line (what runs is its body)
 
 
 @dataclass(frozen=True)
 class Found:
-    rule: str  # call-refused | property-assigned | attribute-unset
+    rule: str  # call-refused | property-assigned | member-gone | attribute-unset
     reason: str
     path: str
     line: int
+    end: int = 0  # the rule points at a function's body (an __init__): its last line
 
 
 def judge(uses: Sequence[Use], old: Definition, new: Definition, a: Resolver, b: Resolver) -> Found | None:
@@ -86,10 +91,39 @@ def judge(uses: Sequence[Use], old: Definition, new: Definition, a: Resolver, b:
                 use.path,
                 use.line,
             )
+    if (found := _member_gone(uses, old, new, a, b)) is not None:
+        return found
     for use in uses:
         if (found := _unset(use, old, new, a, b)) is not None:
             return found
     return None
+
+
+def _member_gone(uses: Sequence[Use], old: Definition, new: Definition, a: Resolver, b: Resolver) -> Found | None:
+    """What the tree reads or calls on an object of the class (its own class's methods on ``self``, an object
+    it built) that A's class had (a member, an attribute its methods set) and B's has not."""
+    wanted = [u for u in uses if u.what in ("reads", "calls") and u.attrs]
+    if not wanted:
+        return None
+    at_a, at_b = _provided(a, old), _provided(b, new)
+    for use in sorted(wanted, key=lambda u: (u.path, u.line, u.what)):
+        gone = sorted((set(use.attrs) & (at_a - at_b)) - use.family.binds - use.family.assigns)
+        if gone:
+            how = "reads on self" if use.what == "reads" else "calls on the object built"
+            line = use.lines[use.attrs.index(gone[0])] if use.lines else use.line
+            return Found(
+                "member-gone",
+                f"{use.family.qualname} {how} {gone[0]}, which {old.name} had at {a.label} and {new.name} has not at "
+                f"{b.label} ({use.path}:{line})",
+                use.path,
+                line,
+            )
+    return None
+
+
+def _provided(resolver: Resolver, cls: Definition) -> set[str]:
+    members, assigned = inherited.provides(resolver, cls)
+    return set(members) | set(assigned) | set(inherited.set_in_methods(resolver, cls))
 
 
 def _init(family: Family, cls: Definition, resolver: Resolver) -> Signature | None:
@@ -125,7 +159,7 @@ def _unset(use: Use, old: Definition, new: Definition, a: Resolver, b: Resolver)
         given = set(family.assigns) | family.binds
         # only what B's own __init__ now sets: the tree's __init__, written for A, sets what A's did
         new_sets = _init_assigns(b, new) - _init_assigns(a, old)
-        methods = [m for m in _methods(b, new) if m not in family.binds]
+        methods = _entries(b, new, family.binds, family.reads)
         where = f"{family.qualname}.__init__ ({use.path}:{use.line}), which does not call the base's,"
     else:
         return None
@@ -143,6 +177,7 @@ def _unset(use: Use, old: Definition, new: Definition, a: Resolver, b: Resolver)
                 f"{b.label}'s {owner}.{method} reads self.{attr} ({path}:{line}); {where} never gets it",
                 use.path,
                 use.line,
+                use.end,
             )
     return None
 
@@ -163,13 +198,29 @@ def _bindings(resolver: Resolver, cls: Definition) -> dict[str, tuple[_Def, str,
     return out
 
 
-def _methods(resolver: Resolver, cls: Definition) -> list[str]:
-    return sorted(name for name in _bindings(resolver, cls) if not name.startswith("__"))
+def _entries(
+    resolver: Resolver, cls: Definition, replaced: frozenset[str], called: frozenset[str] = frozenset()
+) -> list[str]:
+    """The methods of B's class an object whose ``__init__`` is the tree's own (without B's) is entered through:
+    its public ones the tree does not replace, and those the tree's own methods call on ``self`` (``called``).
+    What these call on ``self`` is followed by ``_reads``, with what they set first; a private helper only
+    B's ``__init__`` calls is never entered."""
+    methods = _bindings(resolver, cls)
+    return sorted(
+        n for n in methods if n not in replaced and not n.startswith("__") and (not n.startswith("_") or n in called)
+    )
 
 
 def _init_assigns(resolver: Resolver, cls: Definition) -> set[str]:
-    found = _bindings(resolver, cls).get("__init__")
-    return self_assigned(found[0]) if found is not None else set()
+    """What the ``__init__`` methods of the class's lineage set on ``self`` (a subclass's runs its base's)."""
+    out: set[str] = set()
+    for base in inherited.lineage(resolver, cls):
+        node = base.node
+        if isinstance(node, ast.ClassDef):
+            for stmt in class_statements(node.body):
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == "__init__":
+                    out |= self_assigned(stmt)
+    return out
 
 
 def _reads(resolver: Resolver, cls: Definition, method: str) -> dict[str, tuple[str, int, str]]:

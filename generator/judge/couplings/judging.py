@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TypeVar
 
-from generator.judge.couplings import verdicts
+from generator.judge.couplings import inherited, verdicts
 from generator.judge.couplings.b_calls import BCalls
 from generator.judge.couplings.bindings import Exports, Ref, follow
 from generator.judge.couplings.changes import Change
@@ -18,8 +18,9 @@ from generator.judge.couplings.judged import Judged
 from generator.judge.couplings.lineage import Lineage, tree_modules
 from generator.judge.couplings.record import TEST_PATCHES, Coupling, Symbol
 from generator.judge.couplings.signatures import Receiver
+from generator.judge.couplings.sites import TreeClass
 from generator.judge.couplings.tree_read import Tree
-from generator.judge.couplings.upstream import Resolver
+from generator.judge.couplings.upstream import Definition, Resolver
 
 T = TypeVar("T")
 
@@ -82,14 +83,15 @@ def with_verdicts(
                     refused.setdefault((scan.path, owner), []).append((site.line, why))
                 elif why := memo.get("renamed", call, functools.partial(verdicts.renamed_argument, *call, a, b)):
                     renamed.setdefault((scan.path, owner), []).append((site.line, why))
-    b_calls = BCalls(a, b, memo)
+    owners = {(cls.path, line): cls for scan in tree.scans for cls in scan.classes for line in cls.methods.values()}
+    b_calls = BCalls(a, b, memo, functools.partial(replaced, lineage, b))
     for c in couplings:
         symbol = symbols.get(c.upstream)
         change = None if c.why or symbol is None else symbol.change_for(c.imports)
         method = methods.get((c.path, c.line)) if c.kind == "override" else None
         receiver = method.receiver if method is not None else c.installs
         if receiver is not None and change is not None and c.detail not in _MOCKS:
-            b_calls.ask(c, change, receiver)
+            b_calls.ask(c, change, receiver, owners.get((c.path, c.line)) if method is not None else None)
     out = []
     for c in couplings:
         symbol = symbols.get(c.upstream)
@@ -111,6 +113,7 @@ def with_verdicts(
             c.own,
             c.installs,
             b_calls.answer(c),
+            b_calls.seen(c),
             c.path,
             c.detail in TEST_PATCHES,
             c.creates,
@@ -129,6 +132,21 @@ def with_verdicts(
             )
         )
     return out
+
+
+def replaced(lineage: Lineage, b: Resolver, cls: TreeClass) -> frozenset[tuple[str, str]]:
+    """(B's class, method) that the tree's class (with the tree's classes between it and vLLM) replaces without
+    calling B's (``super().<method>``): a call B's own code makes in that method never runs for its objects.
+    B's class is each vLLM class above it at B, by its canonical name."""
+    bases, between = lineage.of(cls)
+    family = [cls, *(lineage.classes[k] for k in between if k in lineage.classes)]
+    own = {name for c in family for name in c.methods if not c.super_calls.get(name)}
+    out: set[tuple[str, str]] = set()
+    for base in bases:
+        found = b.resolve(base)
+        if isinstance(found, Definition) and found.kind == "class":
+            out.update((above.name, name) for above in inherited.lineage(b, found) for name in own)
+    return frozenset(out)
 
 
 _MOCKS = ("mock.patch", "mock.patch.object")  # a test's MagicMock in the name's place takes any call
@@ -177,6 +195,7 @@ class _Asked:
     own_binding: bool
     installs: Receiver | None
     b_call: tuple[str, str] | None
+    b_seen: bool
     site_path: str
     test_patch: bool
     creates: bool

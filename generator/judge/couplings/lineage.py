@@ -14,6 +14,7 @@ from generator.judge.couplings import inherited, sites, verdicts
 from generator.judge.couplings.bindings import Exports, Ref, follow
 from generator.judge.couplings.instances import Family, Use
 from generator.judge.couplings.judged import Judged
+from generator.judge.couplings.objects import Built
 from generator.judge.couplings.upstream import Definition, Resolver
 
 
@@ -112,6 +113,7 @@ class Lineage:
             init is not None,
             init is not None and bool(init.super_calls.get("__init__")),
             tuple(c.fields for c in reversed(chain) if c.fields is not None),
+            frozenset(n for c in chain for n, _ in c.reads),
         )
 
     def class_of(self, ref: Ref) -> sites.TreeClass | None:
@@ -149,26 +151,64 @@ class Lineage:
                 families[key] = self.family(cls)
             return families[key]
 
+        direct: dict[str, Family] = {}  # a vLLM class the tree builds objects of itself, by its path
+
+        def vllm_class(path: str) -> Family:
+            if path not in direct:
+                empty: frozenset[str] = frozenset()
+                direct[path] = Family(path.rpartition(".")[2], empty, empty, False, True, ())
+            return direct[path]
+
         for cls in self.classes.values():
             found = family(cls)
             if found.own_init and not found.calls_base_init and "__init__" in cls.methods and self.of(cls)[0]:
-                add(cls, Use(found, cls.path, cls.methods["__init__"], "init"))
+                line = cls.methods["__init__"]
+                add(cls, Use(found, cls.path, line, "init", end=cls.ends.get("__init__", line)))
+            if cls.reads and self.of(cls)[0]:
+                names, lines = tuple(n for n, _ in cls.reads), tuple(line for _, line in cls.reads)
+                add(cls, Use(found, cls.path, cls.line, "reads", attrs=names, lines=lines))
+
         for scan in scans:
             for call in scan.calls:
                 called = None if call.ref.in_vllm else self.class_of(call.ref)
                 if called is not None and self.of(called)[0]:
                     add(called, Use(family(called), scan.path, call.line, "call", call.call))
             for built in scan.built:
-                made = None if built.cls.in_vllm else self.class_of(built.cls)
+                if built.cls.in_vllm:  # an object of a vLLM class, built here: judged at this file's import of it
+                    owner = vllm_class(built.cls.path)
+                    key = (built.cls.path, scan.module)
+                    for attr, line in built.assigns:
+                        out.setdefault(key, []).append(Use(owner, scan.path, line, "assign", attrs=(attr,)))
+                    methods = tuple(sorted({m for m, _ in built.calls}))
+                    if built.bare:
+                        attrs = tuple(sorted({a for a, _ in built.assigns}))
+                        out.setdefault(key, []).append(
+                            Use(owner, scan.path, built.line, "bare", attrs=attrs, methods=methods)
+                        )
+                    if built.calls:
+                        out.setdefault(key, []).append(_calls_use(owner, scan.path, built))
+                    continue
+                made = self.class_of(built.cls)
                 if made is None or not self.of(made)[0]:
                     continue
                 for attr, line in built.assigns:
                     add(made, Use(family(made), scan.path, line, "assign", attrs=(attr,)))
+                methods = tuple(sorted({m for m, _ in built.calls}))
                 if built.bare:
                     attrs = tuple(sorted({a for a, _ in built.assigns}))
-                    methods = tuple(sorted({m for m, _ in built.calls}))
                     add(made, Use(family(made), scan.path, built.line, "bare", attrs=attrs, methods=methods))
+                if built.calls:
+                    add(made, _calls_use(family(made), scan.path, built))
         return out
+
+
+def _calls_use(family: Family, path: str, built: Built) -> Use:
+    """The methods the tree calls on an object it built, each with the first line that calls it."""
+    first: dict[str, int] = {}
+    for method, line in built.calls:
+        first[method] = min(first.get(method, line), line)
+    names = tuple(sorted(first))
+    return Use(family, path, built.line, "calls", attrs=names, lines=tuple(first[n] for n in names))
 
 
 def nearest(defining: list[str], a: Resolver, b: Resolver, memo: Judged) -> str:

@@ -132,11 +132,14 @@ def receiver_refuses(receiver: Signature, old: Signature, new: Signature) -> str
     """Why ``receiver`` refuses a call written against ``new`` while it took the same form written against ``old``.
 
     The receiver is what vLLM's callers reach: an override's own signature, or (for a patch, whose
-    function was written to fit A's callers) A's signature itself.
+    function was written to fit A's callers) A's signature itself. This is the guess made when B's own calls
+    of it are not found (``calls``: a thread's target, a callback, a registry's entry): such callers pass the
+    required parameters by position, so a parameter B only renamed is no break here (B's calls, when found,
+    say whether any passes it by keyword).
     """
-    for call_old, call_new in zip(callers(old), callers(new), strict=True):
-        if refuses(call_old, receiver) is None and (reason := refuses(call_new, receiver)) is not None:
-            return reason
+    call_old, call_new = callers(old)[0], callers(new)[0]
+    if refuses(call_old, receiver) is None and (reason := refuses(call_new, receiver)) is not None:
+        return reason
     return None
 
 

@@ -84,7 +84,7 @@ class TreeClass:
     # A dataclass's or NamedTuple's own fields (``classbody.own_fields``; None: it generates no ``__init__``), and
     # the attributes its methods read on ``self``.
     fields: tuple[Field, ...] | None = None
-    reads: frozenset[str] = frozenset()
+    reads: tuple[tuple[str, int], ...] = ()  # (attribute, the first line reading it), by name
 
 
 @dataclass(frozen=True)
@@ -262,7 +262,7 @@ class _Walker:
                 kinds,
                 ends,
                 None if (found := own_fields(node)) is None else tuple(found),
-                frozenset(name for m in defs for name in self_read(m)),
+                _first_reads(defs),
             )
         )
         scope = Scope(parent, "class")
@@ -407,6 +407,14 @@ def _class_level_names(body: Sequence[ast.stmt]) -> Iterator[str]:
             stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
         )
         yield from (t.id for t in targets if isinstance(t, ast.Name))
+
+
+def _first_reads(defs: Sequence[ast.FunctionDef | ast.AsyncFunctionDef]) -> tuple[tuple[str, int], ...]:
+    found: dict[str, int] = {}
+    for method in defs:
+        for name, line in self_read(method).items():
+            found[name] = min(found.get(name, line), line)
+    return tuple(sorted(found.items()))
 
 
 def method_kind(method: ast.FunctionDef | ast.AsyncFunctionDef) -> str:

@@ -73,6 +73,12 @@ RULES = (
         " (self.x = ..., or obj.x = ... on one it builds)",
     ),
     Rule(
+        "member-gone",
+        BREAKS,
+        "the tree reads or calls, on an object of a vLLM class (its own subclass's self, or an object it builds),"
+        " a member or attribute A's class had and B's has not",
+    ),
+    Rule(
         "attribute-unset",
         BREAKS,
         "B's methods of a class the tree subclasses newly read an attribute its objects never get (built bare"
@@ -201,6 +207,7 @@ def judge(
     own_binding: bool = False,
     installs: Receiver | None = None,
     b_call: tuple[str, str] | None = None,
+    b_seen: bool = False,
     site_path: str = "",
     test_patch: bool = False,
     creates: bool = False,
@@ -209,7 +216,9 @@ def judge(
 
     ``imports``: the module the coupling's import statement imports, which B must have as a file.
     ``installs``: what a patch installs, when the tree defines it; ``b_call``: B's call of the definition (its
-    site) that the override's or the installed function's own signature refuses, and why (``calls.refused``).
+    site) that the override's or the installed function's own signature refuses, and why (``calls.refusals``);
+    ``b_seen``: B's calls of it were found, and none refused: what they pass is known, so no guess from the
+    signatures alone (``override-signature``, ``patch-signature``) is made.
     """
     if kind == "declared":
         return _given("declared")
@@ -254,7 +263,9 @@ def judge(
             return _refusing(method.receiver, b_call, site_path)
         if method is not None and old_sig is not None and new_sig is not None:
             own = method.signature.bound()
-            if (reason := signatures.receiver_refuses(own, old_sig, new_sig)) is not None:
+            # an __init__ is called by whoever builds the tree's class (the tree: judged as its calls, instances.py)
+            guess = not b_seen and not upstream.endswith(("__init__", "__new__"))
+            if guess and (reason := signatures.receiver_refuses(own, old_sig, new_sig)) is not None:
                 return _given(
                     "override-signature", f"B's callers call the base as {_shown(new)}: the override {reason}"
                 )
@@ -273,6 +284,7 @@ def judge(
             receiver = installs.bound_for("." in old.qualname)
         if (
             not mocked  # a test's mock.patch puts a MagicMock there: it takes any call
+            and not b_seen
             and receiver is not None
             and old_sig is not None
             and new_sig is not None
@@ -325,7 +337,7 @@ def _under_subclass(
             return _given("property-assigned", f"{new.name}.{hit[0]} is a property without a setter at {b.label}: "
                           f"{sub.qualname} assigns self.{hit[0]}")  # fmt: skip
     if uses and (found := instances.judge(uses, old, new, a, b)) is not None:
-        return replace(_given(found.rule, found.reason, found.line), path=found.path)
+        return replace(_given(found.rule, found.reason, found.line), path=found.path, end=found.end)
     for member in ("__init__", "__init_subclass__"):
         init_a, init_b = a.defines(old.name, member), b.defines(new.name, member)
         if init_a is not None and init_b is not None and changes.parts_of(init_a, init_b, a, b)[0]:

@@ -73,6 +73,7 @@ class Coupling:
     at_path: str = ""  # its file, when not the site's
     at_end: int = 0  # the rule points at a function of the tree (B's call reaches it): its last line
     receiver: str = ""  # that function's qualified name, as a TypeError names it
+    refused: str = ""  # a refused call's callee (``call-refused``: the name whose call B refuses)
 
     @property
     def path(self) -> str:
@@ -131,9 +132,19 @@ def couplings_of(
                 at_path=str(raw.get("at_path") or ""),
                 at_end=int(str(raw.get("at_end") or 0)),
                 receiver=str(raw.get("receiver") or ""),
+                refused=_refused_name(str(raw.get("why") or "")) if raw.get("rule") == "call-refused" else "",
             )
         )
     return out
+
+
+REFUSED_CALL = re.compile(r"^the call of ([\w.]+) at ")
+
+
+def _refused_name(why: str) -> str:
+    """The callee ``impact``'s ``call-refused`` names (``the call of vllm.x.Cls at line 12: ...``)."""
+    found = REFUSED_CALL.match(why)
+    return found[1] if found else ""
 
 
 def class_bases(
@@ -212,6 +223,8 @@ def _attribute(failure: Outcome, by_path: Mapping[str, list[Coupling]], bases: B
         refused = coupling.signature_changed or coupling.rule == "call-refused"
         if callee and in_files and refused and coupling.upstream.endswith(f".{callee}"):
             rules.add("call")
+        if callee and in_files and coupling.refused and (coupling.refused + ".").endswith(f".{callee}."):
+            rules.add("call")  # an import of the module whose member's call B refuses
         if callee and coupling.kind == "override" and coupling.scope.qualname == call[1]:  # type: ignore[index]
             rules.add("call")
         if callee and coupling.receiver and coupling.receiver == call[1]:  # type: ignore[index]
