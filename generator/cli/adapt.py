@@ -40,7 +40,7 @@ def _only(given: str | None) -> tuple[str, ...]:
 @click.option("--from", "old", metavar="TAG", help="Release A: the one the tree runs with (default: its pin file).")
 @click.option("--to", "new", metavar="TAG_OR_REF", help="Release B (default: the newest on the package index).")
 @click.option("--dry-run", is_flag=True, help="Print the unified diff; write nothing (exits as the real run would).")
-@click.option("--only", metavar="PARTS", help="names, copies, gates, comma-separated (default: all three).")
+@click.option("--only", metavar="PARTS", help="names, copies, gates, signatures, comma-separated (default: all four).")
 @click.option(
     "--allow-dirty", is_flag=True, help="Write even into files with uncommitted changes (their diff then mixes)."
 )

@@ -184,7 +184,7 @@ def test_plan_with_adapt_carries_its_diff_and_what_is_left(tree: Path, tmp_path:
     jsonschema.validate(made, SCHEMA)
     assert (made["outcome"], made["action"], made["exit_code"]) == ("bumped", "pull-request", 1)
     adapt = made["adapt"]
-    counts = {"files": 3, "renamed": 3, "merged": 1, "gates_written": 0, "gates_retired": 0}
+    counts = {"files": 3, "renamed": 3, "merged": 1, "followed": 0, "gates_written": 0, "gates_retired": 0}
     assert adapt["counts"] == {**counts, "left": 1, "work": 1, "skipped": 1}
     assert adapt["files"] == ["pkg/copies.py", "pkg/use.py", "tests/test_use.py"]
     # The diff is what the real run writes into adapt's files, in the words of the texts written here.

@@ -23,12 +23,12 @@ from generator.judge.couplings.record import Coupling
 from generator.judge.couplings.upstream import Definition, Resolver
 from generator.judge.resync import Conflict, Merged, Redundant, Unchanged
 from generator.sources.package import Package
-from generator.tree.adapt import imports, names, setups
+from generator.tree.adapt import follow, imports, names, setups, signatures
 from generator.tree.adapt.copies import CopyJob, CopyOutcome, function_text, resync_file
 from generator.tree.adapt.retire import retire
 from generator.tree.adapt.span import Span
 
-PARTS = ("names", "copies", "gates")
+PARTS = ("names", "copies", "gates", "signatures")
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,8 @@ class Leftover:
     """One thing ``adapt`` did not do, for a person: where, what, why, and upstream's diff when it helps."""
 
     site: str
-    # conflict | removed | redundant | unchanged | signature | name | guarded | skipped | regenerated | gate
+    # conflict | removed | redundant | unchanged | signature | parameter | name | guarded | skipped | regenerated
+    # | gate
     kind: str
     upstream: str
     why: str
@@ -50,8 +51,9 @@ class Leftover:
 
 
 # The leftovers that make ``adapt`` exit 1 (docs/adapt.md, "Exit codes"): a copy not re-synced, a moved name
-# not rewritten, a name gone. The rest are reported for a person's judgement but need no edit to run at B.
-WORK = ("conflict", "name", "regenerated")
+# not rewritten, a name gone, a parameter B's calls pass that the tree's function could not be given. The rest
+# are reported for a person's judgement but need no edit to run at B.
+WORK = ("conflict", "name", "regenerated", "parameter")
 
 
 @dataclass
@@ -62,6 +64,7 @@ class Plan:
     write: dict[Path, bytes] = field(default_factory=dict)
     renamed: list[tuple[str, names.Rewrite]] = field(default_factory=list)
     merged: list[tuple[str, CopyOutcome]] = field(default_factory=list)
+    followed: list[tuple[str, follow.Followed]] = field(default_factory=list)  # (file, a function given B's)
     left: list[Leftover] = field(default_factory=list)
     skipped: int = 0
     gated: list[tuple[str, int]] = field(default_factory=list)  # (file, gates written there) under --span
@@ -161,6 +164,7 @@ def build(
     moves = _moves(impact, b_resolver) if "names" in only else {}
     verdicts = {(c.site, c.upstream): c.verdict for c in impact.couplings}
     jobs: dict[str, list[CopyJob]] = {}
+    follows, followed_sites, details = _follows(plan, impact, b_resolver) if "signatures" in only else ({}, set(), {})
     for c in impact.couplings:
         change = impact.symbols[c.upstream].change if c.upstream in impact.symbols else None
         if change is None:
@@ -168,7 +172,7 @@ def build(
         if c.kind == "copy" and "copies" in only:
             if not any(first <= c.line <= last for first, last in (regions or {}).get(c.path, ())):
                 _copy(plan, c, change, a, b, jobs, (a_resolver, b_resolver))
-        elif c.kind in ("override", "patch") and "signature" in change.parts:
+        elif c.kind in ("override", "patch") and "signature" in change.parts and c.site not in followed_sites:
             plan.left.append(
                 Leftover(c.site, "signature", c.upstream, "its signature changed", _signature(change.old, change.new))
             )
@@ -181,12 +185,39 @@ def build(
         helpers.setdefault(span.helper, span.op)
     floor = span.old if span is not None else impact.new
     gated_files = set(impact.gated_files) if helpers else set()
-    for path in sorted({c.path for c in impact.couplings if c.upstream in moves} | set(jobs) | gated_files):
-        form = _Form(span, helpers, floor)
+    paths = {c.path for c in impact.couplings if c.upstream in moves} | set(jobs) | gated_files | set(follows)
+    for path in sorted(paths):
+        form = _Form(span, helpers, floor, follows.get(path, []), a_resolver, details)
         _file(plan, impact.root, path, jobs.get(path, []), moves, (regenerated or {}).get(path), b_resolver, form)
     _unreached(plan, impact, moves)
     plan.left = [replace(x, verdict=verdicts.get((x.site, x.upstream), "")) if not x.verdict else x for x in plan.left]
     return plan
+
+
+def _follows(
+    plan: Plan, impact: Impact, b: Resolver
+) -> tuple[dict[str, list[follow.Target]], set[str], dict[str, str]]:
+    """The tree's functions to follow B's signature, by file; the sites of every coupling they answer for (the
+    function's every coupling); and each target's detail for a report: both signatures and upstream's diff."""
+    found, _ = signatures.asked(impact)
+    texts: dict[str, str] = {}
+    for path in {a.path for a in found}:
+        try:
+            texts[path] = (impact.root / path).read_text("utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+    by_file, missing = signatures.targets(found, texts, b)
+    for a, why in missing:
+        plan.left.append(Leftover(a.coupling.site, "signature", a.coupling.upstream, why, _detail(a.change)))
+    functions = {(a.path, a.line) for a in found}
+    installed = {c.site for c in impact.couplings if c.installs and (c.installs.path, c.installs.line) in functions}
+    sites = {c.site for c in impact.couplings if c.kind == "override" and (c.path, c.line) in functions} | installed
+    return by_file, sites, {a.coupling.site: _detail(a.change) for a in found}
+
+
+def _detail(change: changes.Change) -> str:
+    shown = _signature(change.old, change.new)
+    return f"{shown}\nupstream's diff:\n{change.diff.rstrip()}" if change.diff else shown
 
 
 def _unreached(plan: Plan, impact: Impact, moves: Mapping[str, tuple[str, str]]) -> None:
@@ -308,6 +339,9 @@ class _Form:
     span: Span | None
     helpers: Mapping[str, str]
     floor: str
+    follows: Sequence[follow.Target] = ()  # the file's functions to follow B's signature
+    a: Resolver | None = None  # A's resolver: what a vLLM class's constructor took at A
+    details: Mapping[str, str] = field(default_factory=dict)  # each target's signatures and diff, by site
 
 
 def _file(
@@ -368,6 +402,14 @@ def _file(
     new, rewrites, left = names.rewrite(new, moves, form.span)
     plan.renamed += [(path, r) for r in rewrites]
     plan.left += [Leftover(f"{path}:{n.line}", n.kind, n.name, n.why) for n in left]
+    if form.follows:
+        assert form.a is not None
+        lookup = signatures.Lookup(form.a, b_resolver)
+        new, done, refused = follow.follow(new, form.follows, lookup, form.span)
+        plan.followed += [(path, f) for f in done]
+        for x in refused:
+            kind = "parameter" if x.work else "signature"
+            plan.left.append(Leftover(x.site, kind, x.upstream, x.why, form.details.get(x.site, "")))
     written = new.count(form.span.test) - started.count(form.span.test) if form.span and form.span.helper else 0
     if form.span is not None and written:
         new = _with_helper(new, form.span)

@@ -22,7 +22,8 @@ def lines(plan: Plan, *, written: bool) -> list[str]:
     verb = "wrote" if written else "would write"
     out = [
         f"adapt {plan.old} -> {plan.new}: {verb} {len(plan.write)} files: {len(plan.renamed)} names rewritten, "
-        f"{len(plan.merged)} copies re-synced, {_gates(plan)}; {len(plan.left)} left ({len(plan.work)} for a "
+        f"{len(plan.merged)} copies re-synced, {len(plan.followed)} signatures followed, {_gates(plan)}; "
+        f"{len(plan.left)} left ({len(plan.work)} for a "
         f"person); {plan.skipped} files skipped"
     ]
     for path, rewrite in sorted(plan.renamed, key=lambda r: (r[0], r[1].line, r[1].old)):
@@ -30,6 +31,9 @@ def lines(plan: Plan, *, written: bool) -> list[str]:
     for path, outcome in sorted(plan.merged, key=lambda m: (m[0], m[1].line)):
         out.append(f"  re-synced {path}:{outcome.line} {outcome.upstream} (now {plan.new}'s with the tree's edits)")
         out += [f"    added `{statement}`: {plan.new}'s function reads it" for statement in outcome.imports]
+    for _, followed in sorted(plan.followed, key=lambda f: f[1].site):
+        out.append(f"  followed {followed.site} {followed.upstream} (B's signature):")
+        out += [f"    {edit}" for edit in followed.edits]
     for left in _by_site(plan.left):
         verdict = f" (impact: {left.verdict})" if left.verdict else ""
         out.append(f"  left {left.kind} {left.site} {left.upstream}: {left.why}{verdict}".rstrip())
@@ -73,12 +77,16 @@ def to_json(plan: Plan, diff: str) -> dict[str, Any]:
         "from": plan.old,
         "to": plan.new,
         "files": sorted(
-            {path for path, _ in plan.renamed} | {path for path, _ in plan.merged} | {p for p, _ in plan.retired}
+            {path for path, _ in plan.renamed}
+            | {path for path, _ in plan.merged}
+            | {p for p, _ in plan.retired}
+            | {p for p, _ in plan.followed}
         ),
         "counts": {
             "files": len(plan.write),
             "renamed": len(plan.renamed),
             "merged": len(plan.merged),
+            "followed": len(plan.followed),
             "gates_written": sum(n for _, n in plan.gated),
             "gates_retired": len(plan.retired),
             "left": len(plan.left),
@@ -92,6 +100,10 @@ def to_json(plan: Plan, diff: str) -> dict[str, Any]:
         "merged": [
             {"site": f"{path}:{o.line}", "upstream": o.upstream, "imports": list(o.imports)}
             for path, o in sorted(plan.merged, key=lambda m: (m[0], m[1].line))
+        ],
+        "followed": [
+            {"site": f.site, "upstream": f.upstream, "edits": list(f.edits)}
+            for _, f in sorted(plan.followed, key=lambda f: f[1].site)
         ],
         "left": [
             {
@@ -114,7 +126,8 @@ def markdown(plan: Plan, diff: str, *, limit: int) -> str:
     head = (
         f"### What `adapt` wrote ({plan.old} -> {plan.new})\n\n"
         f"{len(plan.write)} files: {len(plan.renamed)} moved names rewritten, {len(plan.merged)} copies "
-        f"re-synced with {plan.new}'s function (each passed the independent check), {_gates(plan)}. "
+        f"re-synced with {plan.new}'s function (each passed the independent check), {len(plan.followed)} "
+        f"functions given {plan.new}'s signature of what they replace, {_gates(plan)}. "
         f"{len(plan.left)} left, {len(plan.work)} of them work for a person"
         + (" (the command exits 1: docs/adapt.md)." if plan.work else ".")
     )
