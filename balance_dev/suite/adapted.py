@@ -10,15 +10,17 @@ with the tests ``adapt`` fixed and, the one result that must not happen, any it 
 from __future__ import annotations
 
 import hashlib
+import re
 import shlex
 import shutil
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 from balance_dev.downstream import REPO_ROOT, HarnessError, say
-from balance_dev.suite.outcomes import SuiteRun, bump_failures
+from balance_dev.suite.outcomes import Outcome, SuiteRun, bump_failures
 
 ADAPT_EXITS = (0, 1)  # written, nothing left / written, work left for a person
 SHOWN = 20  # failures (and broken tests) listed by name; all are counted
@@ -51,6 +53,16 @@ def adapt_copy(tree: Path, work: Path, vllm_from: str, vllm_to: str) -> tuple[Pa
     return copy, found | {"digest": digest.hexdigest()}
 
 
+def _signatures_left(failed: Iterable[Outcome]) -> list[dict[str, object]]:
+    """The signature failures left after adapt, by the function the call did not bind to (most first)."""
+    found: Counter[str] = Counter()
+    for outcome in failed:
+        match = SIGNATURE.search(outcome.error)
+        if match:
+            found[f"{match.group(1)}() {match.group(2)}"] += 1
+    return [{"tests": n, "call": c} for c, n in sorted(found.items(), key=lambda i: (-i[1], i[0]))[:SHOWN]]
+
+
 def same_as_before(work: Path, label: str, digest: str) -> bool:
     """The adapted copy is the one WORK's runs under ``label`` were made on (``--reuse-runs`` may reuse them);
     records the digest for the next time."""
@@ -60,13 +72,34 @@ def same_as_before(work: Path, label: str, digest: str) -> bool:
     return same
 
 
+# A call that does not bind to a signature, as Python words it: the failures issue 50 counts
+SIGNATURE = re.compile(
+    r"(\S+)\(\) (got an unexpected keyword argument|missing \d+ required|takes (from )?\d+ (to \d+ )?positional)"
+)
+
+
+def error_kind(error: str) -> str:
+    """``signature`` for a call that does not bind; else the exception's name (``AttributeError``)."""
+    if SIGNATURE.search(error):
+        return "signature"
+    head = error.split(":", 1)[0].strip()
+    return head.rsplit(".", 1)[-1] if head and " " not in head else "other"
+
+
 def side_by_side(at_from: SuiteRun, before: SuiteRun, after: SuiteRun) -> dict[str, object]:
-    """The bump's failures at B before and after adapt (both against the unadapted tree's run at A)."""
+    """The bump's failures at B before and after adapt (both against the unadapted tree's run at A); what adapt
+    fixed and broke counted by the error's kind (``error_kind``: before for a fix, after for a break)."""
     failed_before = {o.test: o for o in bump_failures(at_from, before)}
     failed_after = {o.test: o for o in bump_failures(at_from, after)}
     broken = sorted(failed_after.keys() - failed_before.keys())
+    fixed = failed_before.keys() - failed_after.keys()
     left = Counter(o.error for o in failed_after.values())
     return {
+        "fixed_by_kind": dict(sorted(Counter(error_kind(failed_before[t].error) for t in fixed).items())),
+        "broken_by_kind": dict(sorted(Counter(error_kind(failed_after[t].error) for t in broken).items())),
+        "before_by_kind": dict(sorted(Counter(error_kind(o.error) for o in failed_before.values()).items())),
+        "after_by_kind": dict(sorted(Counter(error_kind(o.error) for o in failed_after.values()).items())),
+        "signature_left_by_function": _signatures_left(failed_after.values()),
         "at_to_before": before.counts(),
         "at_to_after": after.counts(),
         "bump_failures_before": len(failed_before),

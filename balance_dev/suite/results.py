@@ -262,11 +262,19 @@ def adapted_line(adapted: Mapping[str, object], label_to: str) -> str:
     assert isinstance(said, dict)
     changed = said["files_changed"]
     assert isinstance(changed, list)
+    kinds = ""
+    fixed, broken = adapted.get("fixed_by_kind"), adapted.get("broken_by_kind")
+    if isinstance(fixed, dict) and isinstance(broken, dict):
+        kinds = f" (fixed by kind: {_kinds(fixed)}; broken: {_kinds(broken)})"
     return (
         f"after adapt (exit {said['exit']}, {len(changed)} files changed), at {label_to}: bump failures "
         f"{adapted['bump_failures_before']} -> {adapted['bump_failures_after']}; adapt fixed "
-        f"{adapted['fixed_by_adapt']}, broke {adapted['broken_by_adapt']}"
+        f"{adapted['fixed_by_adapt']}, broke {adapted['broken_by_adapt']}{kinds}"
     )
+
+
+def _kinds(counts: Mapping[str, object]) -> str:
+    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda i: (-int(str(i[1])), i[0]))) or "none"
 
 
 def peeled_lines(peeled: Mapping[str, object], label_from: str, label_to: str) -> list[str]:

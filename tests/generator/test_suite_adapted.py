@@ -52,3 +52,13 @@ def test_the_suite_after_adapt_beside_the_suite_before(tmp_path: Path, local_ind
     # before: test_run.py does not import (its 2 tests), test_use's mock.patch names the old path
     assert (found["bump_failures_before"], found["bump_failures_after"]) == (3, 0)
     assert (found["fixed_by_adapt"], found["broken_by_adapt"], found["broken_first"]) == (3, 0, [])
+    assert sum(found["fixed_by_kind"].values()) == 3 and found["broken_by_kind"] == {}  # type: ignore[attr-defined]
+
+
+def test_error_kinds_as_python_words_them() -> None:
+    kind = adapted.error_kind
+    assert kind("TypeError: get_kv() got an unexpected keyword argument 'lookahead'") == "signature"
+    assert kind("TypeError: Cls.__init__() missing 1 required positional argument: 'x'") == "signature"
+    assert kind("TypeError: f() takes 1 positional argument but 2 were given") == "signature"
+    assert kind("TypeError: unsupported operand type(s) for +: 'int' and 'str'") == "TypeError"
+    assert kind("ModuleNotFoundError: No module named 'vllm.x'") == "ModuleNotFoundError"
