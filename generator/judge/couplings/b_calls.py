@@ -16,7 +16,7 @@ from generator.judge.couplings.judged import Judged
 from generator.judge.couplings.record import Coupling
 from generator.judge.couplings.signatures import Receiver
 from generator.judge.couplings.sites import TreeClass
-from generator.judge.couplings.upstream import Resolver
+from generator.judge.couplings.upstream import Definition, Resolver
 
 # What one coupling asks: its memo key, the change, the tree's function, its owner (B's class of a method), a
 # patch or not, and for an override the tree's class.
@@ -76,14 +76,38 @@ class BCalls:
                 return where, reason
         return None
 
+    def passes(self) -> dict[str, calls.Passes]:
+        """What B's own calls pass each definition asked about, by its canonical name at B (kept, as every
+        answer here, for the next run): ``adapt`` reads it before it gives the tree's function a parameter."""
+        out: dict[str, calls.Passes] = {}
+        for _, change, _, owner, patched, _ in self.asked.values():
+            new = change.new
+            if new is None or new.name in out:
+                continue
+            ask = functools.partial(self._passes, new, owner, patched)
+            out[new.name] = self.memo.get("b-passes", (new.name, owner, patched), ask)
+        return out
+
+    def _passes(self, new: Definition, owner: str | None, patched: bool) -> calls.Passes:
+        return calls.passes(self._indexes()[1], new, owner, patched)
+
+    def _indexes(self) -> tuple[calls.CallIndex, calls.CallIndex]:
+        """Both releases' calls of every name asked, read once per release when first needed. At B also each
+        class whose ``__init__`` is asked: B constructs it by its name."""
+        if self.indexes is None:
+            self.indexes = (calls.CallIndex(self.a), calls.CallIndex(self.b))
+            news = [ch.new for _, ch, *_ in self.asked.values() if ch.new is not None]
+            names = {n.qualname.rpartition(".")[2] for n in news}
+            classes = {n.qualname.split(".")[-2] for n in news if n.qualname.endswith(".__init__")}
+            self.indexes[0].prepare(names)
+            self.indexes[1].prepare(names | classes)
+        return self.indexes
+
     def _refused(
         self, change: Change, receiver: Receiver, owner: str | None, patched: bool
     ) -> tuple[tuple[tuple[str, str | None, str, str], ...], int]:
-        if self.indexes is None:  # the first question not kept: read every name asked, once per release
-            self.indexes = (calls.CallIndex(self.a), calls.CallIndex(self.b))
-            names = {ch.new.qualname.rpartition(".")[2] for _, ch, *_ in self.asked.values() if ch.new is not None}
-            for index in self.indexes:
-                index.prepare(names)
+        self._indexes()  # the first question not kept: read every name asked, once per release
+        assert self.indexes is not None
         old, new = change.old, change.new
         assert old is not None and new is not None
         at_a = self.indexes[0].reaching(old, owner, patched)

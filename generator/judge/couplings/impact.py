@@ -25,6 +25,7 @@ from generator.judge.census import matching, reading
 from generator.judge.census.reading import Function, Skipped
 from generator.judge.couplings import changes, sites, verdicts
 from generator.judge.couplings.bindings import Exports, Ref, follow
+from generator.judge.couplings.calls import Passes
 from generator.judge.couplings.changes import Change, Mover
 from generator.judge.couplings.gating import dead_gates, gate_helpers, gated
 from generator.judge.couplings.judged import Judged
@@ -59,6 +60,9 @@ class Impact:
     helpers: dict[str, str] = field(default_factory=dict)
     gated_files: tuple[str, ...] = ()
     dead_gates: tuple[tuple[str, int, str], ...] = ()
+    # What B's own calls pass each definition an override or a patch's function stands in for, where B changed
+    # its signature, by B's canonical name (``calls.Passes``): what ``adapt`` gives the tree's function.
+    passes: dict[str, Passes] = field(default_factory=dict)
 
     def verdicts(self) -> dict[str, int]:
         out = dict.fromkeys(verdicts.VERDICTS, 0)
@@ -358,7 +362,8 @@ def run(
     clock = time.monotonic()
     couplings, symbols = judge(tree, couplings, a, b, commits, memo)
     couplings = declarations(couplings, symbols, registry is not None or bool(declared))
-    couplings = with_verdicts(tree, couplings, symbols, a, b, memo)
+    passes: dict[str, Passes] = {}
+    couplings = with_verdicts(tree, couplings, symbols, a, b, memo, passes)
     couplings = gated(tree.scans, couplings, new.label)
     couplings.sort(key=lambda c: (c.path, c.line, KINDS.index(c.kind), c.upstream))
     memo.save()
@@ -369,4 +374,5 @@ def run(
     made.helpers = {k: v for k, v in gate_helpers(tree.scans).items() if not k.startswith("?")}
     made.gated_files = tuple(sorted(scan.path for scan in tree.scans if scan.regions))
     made.dead_gates = dead_gates(tree.scans, made.helpers, old.label)
+    made.passes = passes
     return made

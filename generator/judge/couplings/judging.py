@@ -12,6 +12,7 @@ from typing import TypeVar
 from generator.judge.couplings import inherited, verdicts
 from generator.judge.couplings.b_calls import BCalls
 from generator.judge.couplings.bindings import Exports, Ref, follow
+from generator.judge.couplings.calls import Passes
 from generator.judge.couplings.changes import Change
 from generator.judge.couplings.instances import Use
 from generator.judge.couplings.judged import Judged
@@ -36,8 +37,12 @@ def with_verdicts(
     a: Resolver,
     b: Resolver,
     memo: Judged | None = None,
+    passes: dict[str, Passes] | None = None,
 ) -> list[Coupling]:
-    """Each coupling with its verdict (``verdicts.judge``), given what the tree's code does with the name."""
+    """Each coupling with its verdict (``verdicts.judge``), given what the tree's code does with the name.
+
+    ``passes``, when given, is filled with what B's own calls pass each definition an override or a patch's
+    function stands in for, where B changed its signature (``BCalls.passes``: the same reading of B's calls)."""
     memo = memo or Judged(None, (), a, b)
     modules, exports = tree_modules(tree.scans)
     methods = {
@@ -92,6 +97,8 @@ def with_verdicts(
         receiver = method.receiver if method is not None else c.installs
         if receiver is not None and change is not None and c.detail not in _MOCKS:
             b_calls.ask(c, change, receiver, owners.get((c.path, c.line)) if method is not None else None)
+    if passes is not None:
+        passes.update(b_calls.passes())
     out = []
     for c in couplings:
         symbol = symbols.get(c.upstream)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from generator.judge.census import newer_syntax
 from generator.tree.adapt import params as signature
 from generator.tree.adapt.cstedits import TIGHT, Edits, Writer, inserted, renamed_param
 from generator.tree.adapt.forwards import Context, Lookup, Reader, param_names, saved_originals
@@ -80,17 +81,22 @@ def follow(
     if span is not None and span.helper is None:
         why = "under --span with no version gate helper: the signature is left for a person"
         return text, [], [NotFollowed(t.site, t.upstream, why, True) for t in targets]
+    left = [NotFollowed(t.site, t.upstream, _required(t), True) for t in targets if t.delta.required]
+    targets = [t for t in targets if not t.delta.required]
+    if not targets:
+        return text, [], left  # nothing to write: the file is not parsed
     module = cst.parse_module(text)
+    tree = newer_syntax.parse(text, "<tree>")[0]
     found = _Defs()
     module.visit(found)
-    top = _top_names(module)
-    vllm = _vllm_imports(module)
+    top = _top_names(tree)
+    vllm = _vllm_imports(tree)
     classes = {n.name.value: n for n in module.body if isinstance(n, cst.ClassDef)}
     # A base class's method before its subclasses' (they may send to it), a class's before a module's function
     # (it may construct the class): each is asked what it takes after this run.
     chosen = sorted(((t, found.nth(t.qualname, t.occurrence)) for t in targets), key=lambda x: _order(x[0], classes))
     taken: dict[tuple[str, str], frozenset[str] | None] = {}
-    edits, done, left = Edits(), [], []
+    edits, done = Edits(), []
     for target, fn in chosen:
         if fn is None:
             left.append(NotFollowed(target.site, target.upstream, "its function is not found in the file", True))
@@ -99,7 +105,7 @@ def follow(
         context = Context(
             target.callee,
             classes.get(owner),
-            frozenset(saved_originals(text, target.callee)),
+            frozenset(saved_originals(tree, target.callee)),
             vllm,
             classes,
             taken,
@@ -121,6 +127,11 @@ def follow(
     return module.visit(Writer(edits, span)).code, done, left
 
 
+def _required(target: Target) -> str:
+    names = ", ".join(p.name for p in target.delta.required)
+    return f"B added {names} with no default: a value is needed (both signatures below)"
+
+
 def _order(target: Target, classes: Mapping[str, cst.ClassDef]) -> int:
     """How deep the target's class sits among the file's classes (a module's function: after them all)."""
     owner = target.qualname.rpartition(".")[0]
@@ -137,11 +148,11 @@ def _order(target: Target, classes: Mapping[str, cst.ClassDef]) -> int:
     return depth
 
 
-def _vllm_imports(module: cst.Module) -> dict[str, str]:
+def _vllm_imports(tree: ast.Module) -> dict[str, str]:
     """The file's top-level names imported from vLLM (``from vllm.x import Y as Z``: ``Z`` -> ``vllm.x.Y``;
     ``import vllm.x as m``: ``m`` -> ``vllm.x``)."""
     out: dict[str, str] = {}
-    for node in ast.parse(module.code).body:
+    for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "vllm":
             out |= {a.asname or a.name: f"{node.module}.{a.name}" for a in node.names if a.name != "*"}
         elif isinstance(node, ast.Import):
@@ -155,9 +166,6 @@ def _one(
     """The edits of one function (into ``edits``), in words; its parameters after them; and why what was not
     written was not (and whether a person must act)."""
     delta = target.delta
-    if delta.required:
-        names = ", ".join(p.name for p in delta.required)
-        return [], fn.params, (f"B added {names} with no default: a value is needed (both signatures below)", True)
     written: list[str] = []
     problems: list[tuple[str, bool]] = []
     new_params = fn.params
@@ -258,14 +266,13 @@ def occurrence(text: str, qualname: str, line: int) -> int:
 
         visit_AsyncFunctionDef = visit_FunctionDef
 
-    Defs().visit(ast.parse(text))
+    Defs().visit(newer_syntax.parse(text, "<tree>")[0])
     mine = [(first, at) for name, first, at in found if name == qualname]
     return next((n for n, (first, at) in enumerate(mine) if first <= line <= at), -1)
 
 
-def _top_names(module: cst.Module) -> set[str]:
+def _top_names(tree: ast.Module) -> set[str]:
     """What the file binds at its top (any branch): what a default or an annotation it is given may read."""
-    tree = ast.parse(module.code)
     out = set(dir(builtins))
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):

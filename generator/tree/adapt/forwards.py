@@ -399,10 +399,9 @@ def _saved_name(value: ast.expr) -> str | None:
     return None
 
 
-def saved_originals(text: str, callee: str) -> set[str]:
+def saved_originals(tree: ast.Module, callee: str) -> set[str]:
     """The file's top-level names that save the vLLM function named ``callee`` (``_orig = vllm.x.callee``,
     ``getattr(X, "callee")``, ``from vllm.x import callee as _orig``), none the file itself defines."""
-    tree = ast.parse(text)
     defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     out = set()
     for node in tree.body:

@@ -395,17 +395,23 @@ def rewrite(text: str, moves: Moves, span: Span | None = None) -> tuple[str, lis
     return new, rewrites, left
 
 
+def _named(key: str, text: str) -> bool:
+    """The text names the moved path's module and its last name (each form above writes both)."""
+    module, _, name = key.rpartition(".")
+    return module in text and name in text
+
+
 def _under(name: str, module: str) -> bool:
     return name == module or name.startswith(module + ".")
 
 
 def _rewrite(text: str, moves: Moves, span: Span | None = None) -> tuple[str, list[Rewrite], list[Left]]:
-    # Every form rewritten names the moved path's module in the text (``from vllm.a import N``, ``vllm.a.N``,
-    # ``"vllm.a.N"``): a file naming none of them is left unparsed (libcst's parse and metadata are most of
-    # adapt's time on a large tree).
-    if not moves or not any(key.rpartition(".")[0] in text for key in moves):
+    # Every form rewritten names the moved path's module and its last name in the text (``from vllm.a import
+    # N``, ``vllm.a.N``, ``"vllm.a.N"``): a file naming none of them is left unparsed (libcst's parse and
+    # metadata are most of adapt's time on a large tree).
+    if not moves or not any(_named(key, text) for key in moves):
         return text, [], []
-    wrapper = MetadataWrapper(cst.parse_module(text))
+    wrapper = MetadataWrapper(cst.parse_module(text), unsafe_skip_copy=True)  # parsed here: no one else holds it
     guards = _Guards()
     wrapper.module.visit(guards)  # the wrapper's own copy: the rewriter sees these nodes, by identity
     rewriter = _Rewriter(moves, guards.siblings, span)

@@ -206,7 +206,7 @@ def _follows(
             texts[path] = (impact.root / path).read_text("utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-    by_file, missing = signatures.targets(found, texts, b)
+    by_file, missing = signatures.targets(found, texts, b, impact.passes)
     for a, why in missing:
         plan.left.append(Leftover(a.coupling.site, "signature", a.coupling.upstream, why, _detail(a.change)))
     functions = {(a.path, a.line) for a in found}

@@ -232,7 +232,7 @@ def retire(text: str, helpers: Mapping[str, str], floor: str) -> tuple[str, Reti
     calls = _gate_calls(text, names)
     if all(release is not None and dead_value(names[name], release, floor) is None for name, release, _ in calls):
         return text, Retired(live=[line for _, _, line in calls])  # nothing dead: no rewrite (libcst costs)
-    wrapper = MetadataWrapper(cst.parse_module(text))
+    wrapper = MetadataWrapper(cst.parse_module(text), unsafe_skip_copy=True)  # parsed here: no one else holds it
     retiring = _Retire(names, floor)
     module = wrapper.visit(retiring)
     if retiring.done.retired:

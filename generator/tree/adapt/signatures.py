@@ -14,7 +14,7 @@ the class.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from generator.judge.census import newer_syntax
@@ -71,16 +71,16 @@ def _functions(change: changes.Change) -> bool:
 
 
 def targets(
-    found: Iterable[Asked], root_texts: Mapping[str, str], b: Resolver
+    found: Iterable[Asked], root_texts: Mapping[str, str], b: Resolver, known: Mapping[str, calls.Passes]
 ) -> tuple[dict[str, list[Target]], list[tuple[Asked, str]]]:
-    """The targets by file, with what B's calls pass each; and the couplings whose def is not found."""
-    found = list(found)
-    index = calls.CallIndex(b)
-    index.prepare({_callee(a.change.new) for a in found} | {_owner_name(a.change.new) for a in found})
-    out: dict[str, list[Target]] = {}
+    """The targets by file, with what B's calls pass each; and the couplings whose def is not found. A function
+    with nothing to follow (it has none of the parameters B renamed or removed, takes what B added already) is
+    no target. What B's calls pass is ``impact``'s reading (``known``, by B's canonical name); a definition it
+    did not ask about is read here, by the same index."""
+    parsed: dict[str, ast.Module | None] = {}
+    todo: list[tuple[Asked, str, params.FunctionNode, params.Delta]] = []
     missing: list[tuple[Asked, str]] = []
     for a in found:
-        text = root_texts.get(a.path)
         old, new = a.change.old, a.change.new
         assert old is not None and new is not None
         assert isinstance(old.node, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -88,12 +88,30 @@ def targets(
         delta = params.delta(old.node, new.node)
         if not delta:
             continue  # annotations or defaults alone: nothing a call binds differently
-        qualname = _qualname_at(text, a.line) if text is not None else None
-        if qualname is None:
+        if a.path not in parsed:
+            parsed[a.path] = _parse(root_texts.get(a.path))
+        at = _def_at(parsed[a.path], a.line)
+        if at is None:
             missing.append((a, "its def is not found where impact points"))
             continue
-        n = occurrence(text or "", qualname, a.line)
-        passed = _passed(index, b, new, a.coupling.kind == "patch", delta.added)
+        qualname, node = at
+        if _has_work(delta, node):
+            todo.append((a, qualname, node, delta))
+    index = calls.CallIndex(b)
+    asked = [a.change.new for a, _, node, delta in todo if _lacks(delta, node)]
+    index.prepare({_asked_name(n) for n in asked if n is not None and n.name not in known} - {""})
+    out: dict[str, list[Target]] = {}
+    for a, qualname, node, delta in todo:
+        new = a.change.new
+        assert new is not None and isinstance(new.node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        n = occurrence(root_texts.get(a.path, ""), qualname, a.line)
+        lacking = [p for p in delta.added if p.name in _lacks(delta, node)]
+        patched = a.coupling.kind == "patch"
+        owner = new.name.rpartition(".")[0] if "." in new.qualname else None
+        got = known.get(new.name) or (calls.passes(index, new, owner, patched) if lacking else None)
+        passed = {p.name: how for p in lacking if got and (how := got.passed(p.name, p.index)) is not None}
+        if not (delta.required or passed or _renames_or_drops(delta, node)):
+            continue  # B's calls pass none of what it lacks: nothing at B needs an edit
         callee = _callee(new)
         out.setdefault(a.path, []).append(
             Target(qualname, n, a.coupling.site, a.coupling.upstream, delta, new.node, passed, callee, new.name)
@@ -101,27 +119,55 @@ def targets(
     return out, missing
 
 
+def _parse(text: str | None) -> ast.Module | None:
+    if text is None:
+        return None
+    try:
+        return newer_syntax.parse(text, "<tree>")[0]
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _lacks(delta: params.Delta, node: params.FunctionNode) -> set[str]:
+    """The parameters B added (with a default) that the tree's function neither has nor takes as a keyword."""
+    if node.args.kwarg is not None:
+        return set()
+    have = {p.name for p in params.parameters(node)}
+    return {p.name for p in delta.added if p.name not in have}
+
+
+def _renames_or_drops(delta: params.Delta, node: params.FunctionNode) -> bool:
+    have = {p.name for p in params.parameters(node)}
+    return any(old in have for old, _ in delta.renamed) or any(name in have for name in delta.removed)
+
+
+def _has_work(delta: params.Delta, node: params.FunctionNode) -> bool:
+    return bool(delta.required or _renames_or_drops(delta, node) or _lacks(delta, node))
+
+
 def _callee(d: Definition | None) -> str:
     return d.qualname.rpartition(".")[2] if d is not None else ""
 
 
-def _owner_name(d: Definition | None) -> str:
-    return d.qualname.split(".")[-2] if d is not None and "." in d.qualname else ""
+def _asked_name(d: Definition | None) -> str:
+    if d is None or "." not in d.qualname:
+        return _callee(d)
+    method = _callee(d)
+    return d.qualname.split(".")[-2] if method == "__init__" else method
 
 
-def _qualname_at(text: str, line: int) -> str | None:
-    """The qualified name of the def whose ``def`` (or a decorator) is on ``line``."""
-    try:
-        module = newer_syntax.parse(text, "<tree>")[0]
-    except (SyntaxError, ValueError):
+def _def_at(module: ast.Module | None, line: int) -> tuple[str, params.FunctionNode] | None:
+    """The qualified name and node of the def whose ``def`` (or a decorator) is on ``line``."""
+    if module is None:
         return None
 
-    def walk(body: list[ast.stmt], prefix: str) -> str | None:
+    def walk(body: list[ast.stmt], prefix: str) -> tuple[str, params.FunctionNode] | None:
         for node in body:
+            found: tuple[str, params.FunctionNode] | None = None
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
                 if first <= line <= node.lineno:
-                    return f"{prefix}{node.name}"
+                    return f"{prefix}{node.name}", node
                 found = walk(node.body, f"{prefix}{node.name}.<locals>.")
             elif isinstance(node, ast.ClassDef):
                 found = walk(node.body, f"{prefix}{node.name}.")
@@ -135,41 +181,6 @@ def _qualname_at(text: str, line: int) -> str | None:
         return None
 
     return walk(module.body, "")
-
-
-def _kind(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
-    names = {d.id if isinstance(d, ast.Name) else getattr(d, "attr", "") for d in node.decorator_list}
-    return "static" if "staticmethod" in names else "class" if "classmethod" in names else "plain"
-
-
-def _passed(
-    index: calls.CallIndex, b: Resolver, new: Definition, patched: bool, added: tuple[params.Parameter, ...]
-) -> dict[str, bool]:
-    """Each added parameter some call of B's own code passes: by position (True) or by keyword only (False)."""
-    if not added:
-        return {}
-    node = new.node
-    assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-    method = "." in new.qualname
-    owner = new.name.rpartition(".")[0] if method else None
-    if new.qualname.endswith("__init__") and owner is not None:
-        cls = b.resolve(owner)
-        found = index.reaching(cls, None, False) if isinstance(cls, Definition) else []
-        bound: Callable[[calls.CallOf], int] = lambda call: 1  # noqa: E731 (the instance is made, then bound)
-    else:
-        found = index.reaching(new, owner, patched)
-        kind = _kind(node) if method else "static"
-        bound = lambda call: 0 if kind == "static" else 1 if kind == "class" or call.form != calls.NAME else 0  # noqa: E731
-    out: dict[str, bool] = {}
-    for p in added:
-        for call in found:
-            reach = call.call.positional + bound(call)
-            if call.call.star or reach > p.index >= 0:
-                out[p.name] = True
-                break
-            if p.name in call.call.keywords or call.call.double_star:
-                out[p.name] = False
-    return out
 
 
 class Lookup:
