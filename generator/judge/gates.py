@@ -59,7 +59,7 @@ def helper_op(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     """How a function of the tree compares the installed vLLM's version with its one argument (``==`` for a
     ``vllm_version_is``, ``>=`` for an "at least"), or None when it is no such helper: it must take one
     argument, read vLLM's version (``vllm.__version__``, ``version("vllm")``) and return a comparison of it
-    with that argument, one way only."""
+    with that argument (or return True where an ``if`` compares them), one way only."""
     params = [*func.args.posonlyargs, *func.args.args]
     required = len(params) - len(func.args.defaults)
     if len(params) < 1 or required != 1 or func.args.vararg or func.args.kwonlyargs:
@@ -68,7 +68,10 @@ def helper_op(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
         return None
     argument = params[0].arg
     found: set[str] = set()
+    # what decides the answer: what it returns, and the test of an ``if`` whose block returns True
+    # (``if parsed == Version(wanted): return True``)
     returned = [n.value for n in ast.walk(func) if isinstance(n, ast.Return) and n.value is not None]
+    returned += [n.test for n in ast.walk(func) if isinstance(n, ast.If) and _returns_true(n.body)]
     for node in (c for r in returned for c in ast.walk(r)):
         if not isinstance(node, ast.Compare) or len(node.ops) != 1:
             continue
@@ -81,6 +84,12 @@ def helper_op(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
         elif _mentions(left, argument) and not _mentions(right, argument):
             found.add(_MIRROR[op])  # ``wanted <= installed`` is ``installed >= wanted``
     return found.pop() if len(found) == 1 else None
+
+
+def _returns_true(body: list[ast.stmt]) -> bool:
+    return any(
+        isinstance(s, ast.Return) and isinstance(s.value, ast.Constant) and s.value.value is True for s in body
+    )
 
 
 def _reads_vllm_version(node: ast.AST) -> bool:

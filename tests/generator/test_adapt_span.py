@@ -184,3 +184,76 @@ def test_a_declared_helper_the_tree_lacks_is_refused(trees: tuple[Path, Path]) -
     assert result.exit_code == 2
     assert next(line for line in result.stderr.splitlines() if "error:" in line).count("no_such_helper") == 1
     assert snapshot(root) == before
+
+
+HELPERS = {
+    # the shapes a plugin writes its helper in, each with how it compares (by hand)
+    "def is_(v):\n    import vllm\n    return vllm.__version__ == v\n": "==",
+    "def at_least(v):\n    from importlib.metadata import version\n    return Version(version('vllm')) >= Version(v)\n": ">=",
+    "def below(v):\n    import vllm\n    return Version(v) > Version(vllm.__version__)\n": "<",
+    # vllm-ascend 0.28's: an ``if`` that returns True, a fallback after it
+    (
+        "def is_(target):\n    import vllm\n    parsed = Version(vllm.__version__)\n"
+        "    if parsed == Version(target):\n        return True\n"
+        "    if parsed.release[:2] == (0, 1):\n        return fallback(target)\n    return False\n"
+    ): "==",
+    "def reads_nothing(v):\n    return v == '1'\n": None,
+    "def two_ways(v):\n    import vllm\n    return vllm.__version__ == v or vllm.__version__ >= v\n": None,
+}
+
+
+def test_a_helper_is_known_by_what_it_compares() -> None:
+    from generator.judge.gates import helper_op
+
+    for code, op in HELPERS.items():
+        func = ast.parse(code).body[0]
+        assert isinstance(func, ast.FunctionDef)
+        assert helper_op(func) == op, code
+
+
+# A test over several lines inside parentheses, one of its parts a dead gate: what stays keeps them.
+SPLIT_TEST = """\
+from pkg.utils import vllm_version_is
+
+
+def pick(a, b, c):
+    if a:
+        return 1
+    elif (
+        b
+        and c
+        and (a or not vllm_version_is("0.9.0"))
+    ):
+        return 2
+    return 3
+"""
+
+
+def test_what_stays_of_a_test_keeps_its_parentheses(trees: tuple[Path, Path]) -> None:
+    root, _ = trees
+    write_files(root, {"pkg/split.py": SPLIT_TEST})
+    result = _adapt(root, "--only", "gates")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    text = (root / "pkg/split.py").read_text()
+    assert "vllm_version_is" not in text
+    assert _same(text, SPLIT_TEST, "1.1.0")  # ast.parse inside: it is Python
+
+
+IMPORTS_ONE_PER_LINE = """\
+from pkg.utils import (
+    other,
+    vllm_version_is,
+)
+from pkg.utils import vllm_version_is as is_, other as also
+
+X = other if vllm_version_is("0.9.0") else also
+Y = 1 if is_("0.9.0") else 2
+"""
+
+
+def test_the_helper_s_import_goes_as_the_file_lays_it_out(trees: tuple[Path, Path]) -> None:
+    root, _ = trees
+    write_files(root, {"pkg/utils.py": UTILS + "\n\ndef other():\n    pass\n", "pkg/both.py": IMPORTS_ONE_PER_LINE})
+    assert _adapt(root, "--only", "gates").exit_code == 0
+    text = (root / "pkg/both.py").read_text()
+    assert text.startswith("from pkg.utils import (\n    other,\n)\nfrom pkg.utils import other as also\n"), text

@@ -12,10 +12,11 @@ vLLM is no coupling; a site that touches vLLM but cannot be named stays, as *unr
 from __future__ import annotations
 
 import ast
+import contextlib
 import difflib
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -332,6 +333,21 @@ def declarations(couplings: list[Coupling], symbols: dict[str, Symbol], has_regi
     return out
 
 
+def _gated_files(root: Path, scans: Sequence[sites.FileScan], helpers: Mapping[str, str]) -> tuple[str, ...]:
+    """The files that gate on a helper: an ``if``, a conditional expression, a ``skipif`` (their regions), or a
+    value (``return x or vllm_version_is("0.28.0")``: retiring folds it too), found by the helper's name."""
+    called = tuple(f"{h.rpartition('.')[2]}(" for h in helpers)
+    out = set()
+    for scan in scans:
+        if scan.regions:
+            out.add(scan.path)
+        elif called:
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                if any(c in (root / scan.path).read_text("utf-8") for c in called):
+                    out.add(scan.path)
+    return tuple(sorted(out))
+
+
 def run(
     root: Path,
     old: Package,
@@ -372,7 +388,7 @@ def run(
     newer = [Skipped(scan.path, scan.syntax) for scan in tree.scans if scan.syntax]
     made = Impact(root, old.label, new.label, couplings, symbols, tree.files, tree.skipped, registry, seconds, newer)
     made.helpers = {k: v for k, v in gate_helpers(tree.scans).items() if not k.startswith("?")}
-    made.gated_files = tuple(sorted(scan.path for scan in tree.scans if scan.regions))
+    made.gated_files = _gated_files(root, tree.scans, made.helpers)
     made.dead_gates = dead_gates(tree.scans, made.helpers, old.label)
     made.passes = passes
     return made

@@ -172,7 +172,12 @@ def build(
         if c.kind == "copy" and "copies" in only:
             if not any(first <= c.line <= last for first, last in (regions or {}).get(c.path, ())):
                 _copy(plan, c, change, a, b, jobs, (a_resolver, b_resolver))
-        elif c.kind in ("override", "patch") and "signature" in change.parts and c.site not in followed_sites:
+        elif (
+            c.kind in ("override", "patch")
+            and "signature" in change.parts
+            and "signatures" in only
+            and c.site not in followed_sites
+        ):
             plan.left.append(
                 Leftover(c.site, "signature", c.upstream, "its signature changed", _signature(change.old, change.new))
             )

@@ -94,9 +94,9 @@ class _Retire(cst.CSTTransformer):
             if left is stop or right is stop:
                 return stop
             if isinstance(left, bool):
-                return right
+                return _in_parens_of(expr, right)
             if isinstance(right, bool):
-                return left
+                return _in_parens_of(expr, left)
             return expr.with_changes(left=left, right=right)
         return expr
 
@@ -223,6 +223,14 @@ def _constants(node: cst.CSTNode, folded: set[int]) -> list[cst.Name]:
     return found
 
 
+def _in_parens_of(expr: cst.BaseExpression, kept: bool | cst.BaseExpression) -> bool | cst.BaseExpression:
+    """What stays of ``expr`` keeps its parentheses: a test written over several lines inside them
+    (``elif (\n a\n and b\n):``) is only Python with them."""
+    if isinstance(kept, bool) or not expr.lpar or kept.lpar:
+        return kept
+    return kept.with_changes(lpar=expr.lpar, rpar=expr.rpar)
+
+
 def retire(text: str, helpers: Mapping[str, str], floor: str) -> tuple[str, Retired]:
     """``text`` with the gates dead from ``floor`` on retired, and what was done. ``helpers``: the dotted paths
     of the tree's gate helpers and how each compares; a file calling none of them is returned as it was."""
@@ -237,6 +245,7 @@ def retire(text: str, helpers: Mapping[str, str], floor: str) -> tuple[str, Reti
     module = wrapper.visit(retiring)
     if retiring.done.retired:
         module = _drop_unused_import(module, names)
+    newer_syntax.parse(module.code, "<retired>")  # libcst writes only code it parsed: a failure is a defect
     return module.code, retiring.done
 
 
@@ -293,7 +302,9 @@ def _drop_unused_import(module: cst.Module, names: Mapping[str, str]) -> cst.Mod
                 return updated
             if not kept:
                 return cst.RemovalSentinel.REMOVE
-            kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            # the last kept takes the comma the statement's last name had: a trailing one where the names
+            # stand one per line in parentheses (their closing line stays as it was), none on one line
+            kept[-1] = kept[-1].with_changes(comma=updated.names[-1].comma)
             return updated.with_changes(names=kept)
 
         def leave_SimpleStatementLine(
