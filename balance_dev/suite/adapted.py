@@ -26,17 +26,21 @@ ADAPT_EXITS = (0, 1)  # written, nothing left / written, work left for a person
 SHOWN = 20  # failures (and broken tests) listed by name; all are counted
 
 
-def adapt_copy(tree: Path, work: Path, vllm_from: str, vllm_to: str) -> tuple[Path, dict[str, object]]:
-    """A fresh copy of ``tree`` under WORK, adapted from A to B; what adapt said and which files it changed."""
-    copy = work / "tree-adapted" / tree.name
+def adapt_copy(
+    tree: Path, work: Path, vllm_from: str, vllm_to: str, *, span: bool = False
+) -> tuple[Path, dict[str, object]]:
+    """A fresh copy of ``tree`` under WORK, adapted from A to B (``span``: with ``--span``, A kept); what adapt
+    said and which files it changed."""
+    copy = work / ("tree-spanned" if span else "tree-adapted") / tree.name
     if copy.exists():
         shutil.rmtree(copy)
     shutil.copytree(tree, copy, symlinks=True)
     cmd = [sys.executable, "-m", "generator", "--root", str(copy), "adapt", "--from", f"v{vllm_from}"]
-    cmd += ["--to", f"v{vllm_to}"]
+    cmd += ["--to", f"v{vllm_to}", *(["--span"] if span else [])]
     say(f"adapt: {shlex.join(cmd)}")
     done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
-    (work / f"adapt-v{vllm_to}.log").write_text(done.stdout + done.stderr, encoding="utf-8")
+    log = work / f"adapt-v{vllm_to}{'-span' if span else ''}.log"
+    log.write_text(done.stdout + done.stderr, encoding="utf-8")
     if done.returncode not in ADAPT_EXITS:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise HarnessError(f"adapt exited {done.returncode}: {last}")
@@ -110,4 +114,18 @@ def side_by_side(at_from: SuiteRun, before: SuiteRun, after: SuiteRun) -> dict[s
         "left_by_error": [
             {"tests": n, "error": e} for e, n in sorted(left.items(), key=lambda i: (-i[1], i[0]))[:SHOWN]
         ],
+    }
+
+
+def spanned(at_from: SuiteRun, tree_at_to: SuiteRun, span_at_from: SuiteRun, span_at_to: SuiteRun) -> dict[str, object]:
+    """The spanned copy at A and at B beside the tree: at A no test that passed may fail (the tree must run at A
+    as it did); at B its bump failures, against the tree's run at A, beside the tree's own at B."""
+    new_at_from = sorted(bump_failures(at_from, span_at_from), key=lambda o: o.test)
+    return {
+        "at_from": span_at_from.counts(),
+        "at_to": span_at_to.counts(),
+        "new_failures_at_from": len(new_at_from),
+        "new_failures_at_from_first": [{"test": o.test, "error": o.error} for o in new_at_from[:SHOWN]],
+        "bump_failures_at_to": len(bump_failures(at_from, span_at_to)),
+        "bump_failures_at_to_unspanned": len(bump_failures(at_from, tree_at_to)),
     }

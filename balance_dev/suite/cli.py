@@ -4,7 +4,7 @@
                                 [--version 0.30.0rc2] [--to v0.33.0] [--tests tests/ut] [--timeout 120]
                                 [--work build/suite] [--venvs .venv-suite] [--out FILE] [--no-coverage]
                                 [--reuse-runs] [--impact-json FILE] [--amend-plan PLAN] [--no-peel] [--peel-limit N]
-                                [--adapt]
+                                [--adapt] [--span]
 
 1. vllm-ascend VERSION's sdist from the package index (cached, held to its sha256), extracted fresh once
    (`make downstream`'s tree: their files byte-identical, plus the _build_info.py their setup.py writes).
@@ -21,6 +21,8 @@
 
 6. ``--adapt``: a copy of the tree adapted A -> B by this checkout's ``adapt`` (adapted.py), run at B and
    peeled the same way: the bump's failures before and after ``adapt``, the tests it fixed and any it broke.
+7. ``--span``: a copy adapted with ``adapt --span`` (A kept), run at A (no test that passed there may fail)
+   and at B, peeled the same way: the report's ``span`` part.
 
 ``--project vllm-spyre``: the same steps on vllm-spyre's tree, pin, requirements and CI step (projects.py).
 
@@ -82,6 +84,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--adapt",
         action="store_true",
         help="also run at B on a copy of the tree after `adapt` A -> B: bump failures before and after",
+    )
+    parser.add_argument(
+        "--span",
+        action="store_true",
+        help="also run a copy of the tree after `adapt --span` at A and at B: at A nothing may fail anew",
     )
     parser.add_argument(
         "--peel-limit", type=int, default=peel.DEFAULT_LIMIT, help="most stand-ins peeling makes (%(default)s)"
@@ -251,6 +258,10 @@ def suite(args: argparse.Namespace, command: str) -> int:
         if not python_to.is_file():  # the runs at B were reused, the adapted one may not be
             python_to = suite_venv(project, venv_to, vllm_to, tree, work)
         doc["adapted"] = adapted_part(args, tree, work, vllm_from, vllm_to, python_to, at_from, at_to, peeled, ci)
+    if args.span:
+        python_from = suite_venv(project, venv_from, vllm_from, tree, work)
+        python_to = suite_venv(project, venv_to, vllm_to, tree, work)
+        doc["span"] = span_part(args, tree, work, (vllm_from, vllm_to), (python_from, python_to), at_from, peeled, ci)
     doc["time"] = {
         "venvs": None if reuse else round(setup_seconds),
         "at_from": round(at_from.seconds),
@@ -307,6 +318,30 @@ def adapted_part(
         before, after = peeled[1], again[1]
         part["peels_before"], part["peels_after"] = len(peeled[0].peels), len(again[0].peels)
     return part | adapted.side_by_side(at_from, before, after)
+
+
+def span_part(
+    args: argparse.Namespace,
+    tree: Path,
+    work: Path,
+    versions: tuple[str, str],
+    pythons: tuple[Path, Path],
+    at_from: outcomes.SuiteRun,
+    peeled: tuple[peel.Peeling, outcomes.SuiteRun] | None,
+    ci: run.CI = run.ASCEND,
+) -> dict[str, object]:
+    """Issue 49: the suite on the spanned copy at A and at B (peeled as the tree was), beside the tree's runs."""
+    (vllm_from, vllm_to), (python_from, python_to) = versions, pythons
+    copy, said = adapted.adapt_copy(tree, work, vllm_from, vllm_to, span=True)
+    said.pop("digest")
+    at_a = run.run_suite("at-from-spanned", python_from, copy, work, args.tests, args.timeout, ci=ci)
+    label = f"at-v{vllm_to}-spanned"
+    at_b = run.run_suite(label, python_to, copy, work, args.tests, args.timeout, ci=ci)
+    tree_at_to = run.reread(f"at-v{vllm_to}", tree, work)
+    if peeled is not None:
+        at_b = peel.run_peeled(label, python_to, copy, work, args.tests, args.timeout, at_b, args.peel_limit, ci=ci)[1]
+        tree_at_to = peeled[1]
+    return {"adapt": said} | adapted.spanned(at_from, tree_at_to, at_a, at_b)
 
 
 if __name__ == "__main__":

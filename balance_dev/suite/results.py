@@ -253,6 +253,8 @@ def summary_lines(doc: Mapping[str, object]) -> list[str]:
         rows += peeled_lines(peeled, str(doc["from"]), str(doc["to"]))
     if isinstance(adapted := doc.get("adapted"), dict):
         rows.append(adapted_line(adapted, str(doc["to"])))
+    if isinstance(spanned := doc.get("span"), dict):
+        rows.append(span_line(spanned, str(doc["from"]), str(doc["to"])))
     return rows
 
 
@@ -270,6 +272,19 @@ def adapted_line(adapted: Mapping[str, object], label_to: str) -> str:
         f"after adapt (exit {said['exit']}, {len(changed)} files changed), at {label_to}: bump failures "
         f"{adapted['bump_failures_before']} -> {adapted['bump_failures_after']}; adapt fixed "
         f"{adapted['fixed_by_adapt']}, broke {adapted['broken_by_adapt']}{kinds}"
+    )
+
+
+def span_line(spanned: Mapping[str, object], label_from: str, label_to: str) -> str:
+    """The spanned copy at A and at B (adapted.spanned), in one sentence."""
+    said = spanned["adapt"]
+    assert isinstance(said, dict)
+    changed = said["files_changed"]
+    assert isinstance(changed, list)
+    return (
+        f"after adapt --span (exit {said['exit']}, {len(changed)} files changed): at {label_from} "
+        f"{spanned['new_failures_at_from']} tests fail that passed; at {label_to} bump failures "
+        f"{spanned['bump_failures_at_to']} (the tree unadapted: {spanned['bump_failures_at_to_unspanned']})"
     )
 
 
@@ -351,6 +366,8 @@ def markdown(doc: Mapping[str, object], heading: str = "###") -> str:
             "",
             adapted_line(adapted, str(doc["to"])) + " (`--adapt`: the suite on a copy of the tree after `adapt`).",
         ]
+    if isinstance(spanned := doc.get("span"), dict):
+        lines += ["", span_line(spanned, str(doc["from"]), str(doc["to"])) + " (`--span`: after `adapt --span`)."]
     return "\n".join(lines) + "\n"
 
 

@@ -62,3 +62,28 @@ def test_error_kinds_as_python_words_them() -> None:
     assert kind("TypeError: f() takes 1 positional argument but 2 were given") == "signature"
     assert kind("TypeError: unsupported operand type(s) for +: 'int' and 'str'") == "TypeError"
     assert kind("ModuleNotFoundError: No module named 'vllm.x'") == "ModuleNotFoundError"
+
+
+def test_the_spanned_copy_runs_at_a_as_the_tree_did_and_fixes_b(tmp_path: Path, local_index: dict[str, bytes]) -> None:
+    """``--span``'s part: the copy after ``adapt --span`` (the tree has its gate helper) at A and at B."""
+    utils = 'import vllm\n\n\ndef vllm_version_is(v):\n    return vllm.__version__ == v\n'
+    publish_releases(local_index)
+    tree = write_plugin(tmp_path / "plugin")
+    write_files(tree, {"tests/test_run.py": RUN_TEST, "tests/__init__.py": "", "pkg/utils.py": utils})
+    a_site = write_files(tmp_path / "A", {**RELEASE_A, "vllm/__init__.py": '__version__ = "1.0.0"\n'})
+    b_site = write_files(tmp_path / "B", {**RELEASE_B, "vllm/__init__.py": '__version__ = "1.1.0"\n'})
+    env_a, env_b = {"PYTHONPATH": f"{SITE}:{a_site}"}, {"PYTHONPATH": f"{SITE}:{b_site}"}
+    work, python, tests = tmp_path / "work", Path(sys.executable), ["tests"]
+    work.mkdir()
+    at_from = run.run_suite("at-from", python, tree, work, tests, 60, extra_env=env_a)
+    at_to = run.run_suite("at-vB", python, tree, work, tests, 60, extra_env=env_b)
+    copy, said = adapted.adapt_copy(tree, work, "1.0.0", "1.1.0", span=True)
+    assert copy.name == tree.name and copy.parent.name == "tree-spanned"
+    assert "gates written" in str(said["said"]) and " 0 gates written" not in str(said["said"])
+    span_a = run.run_suite("at-from-spanned", python, copy, work, tests, 60, extra_env=env_a)
+    span_b = run.run_suite("at-vB-spanned", python, copy, work, tests, 60, extra_env=env_b)
+    found = adapted.spanned(at_from, at_to, span_a, span_b)
+    # at A: every test that passed still passes; at B: the tree's 3 bump failures gone, as after plain adapt
+    assert (found["new_failures_at_from"], found["bump_failures_at_to"]) == (0, 0)
+    assert found["bump_failures_at_to_unspanned"] == 3
+    assert found["at_from"]["passed"] == at_from.count("passed") == 3  # type: ignore[index]
