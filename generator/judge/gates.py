@@ -87,9 +87,7 @@ def helper_op(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
 
 
 def _returns_true(body: list[ast.stmt]) -> bool:
-    return any(
-        isinstance(s, ast.Return) and isinstance(s.value, ast.Constant) and s.value.value is True for s in body
-    )
+    return any(isinstance(s, ast.Return) and isinstance(s.value, ast.Constant) and s.value.value is True for s in body)
 
 
 def _reads_vllm_version(node: ast.AST) -> bool:

@@ -317,7 +317,7 @@ def test_the_layout_of_each_list_is_kept(tmp_path: Path, local_index: dict[str, 
 
 def test_span_runs_at_a_as_it_did_and_at_b_as_plain_adapt(tmp_path: Path, local_index: dict[str, bytes]) -> None:
     _releases(local_index)
-    utils = 'import vllm\n\n\ndef vllm_version_is(v):\n    return vllm.__version__ == v\n'
+    utils = "import vllm\n\n\ndef vllm_version_is(v):\n    return vllm.__version__ == v\n"
     root = write_files(tmp_path / "plugin", {**TREE, "pkg/utils.py": utils})
     at_a = AT_B.replace("lookahead=7", "").replace("mine.pool.lookahead", "None")
     was = _run(tmp_path / "a0", {**RELEASE_A, **A_FILES}, root, at_a, "1.0.0")

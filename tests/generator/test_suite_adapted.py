@@ -66,7 +66,7 @@ def test_error_kinds_as_python_words_them() -> None:
 
 def test_the_spanned_copy_runs_at_a_as_the_tree_did_and_fixes_b(tmp_path: Path, local_index: dict[str, bytes]) -> None:
     """``--span``'s part: the copy after ``adapt --span`` (the tree has its gate helper) at A and at B."""
-    utils = 'import vllm\n\n\ndef vllm_version_is(v):\n    return vllm.__version__ == v\n'
+    utils = "import vllm\n\n\ndef vllm_version_is(v):\n    return vllm.__version__ == v\n"
     publish_releases(local_index)
     tree = write_plugin(tmp_path / "plugin")
     write_files(tree, {"tests/test_run.py": RUN_TEST, "tests/__init__.py": "", "pkg/utils.py": utils})
