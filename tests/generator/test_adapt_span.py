@@ -189,7 +189,10 @@ def test_a_declared_helper_the_tree_lacks_is_refused(trees: tuple[Path, Path]) -
 HELPERS = {
     # the shapes a plugin writes its helper in, each with how it compares (by hand)
     "def is_(v):\n    import vllm\n    return vllm.__version__ == v\n": "==",
-    "def at_least(v):\n    from importlib.metadata import version\n    return Version(version('vllm')) >= Version(v)\n": ">=",
+    (
+        "def at_least(v):\n    from importlib.metadata import version\n"
+        "    return Version(version('vllm')) >= Version(v)\n"
+    ): ">=",
     "def below(v):\n    import vllm\n    return Version(v) > Version(vllm.__version__)\n": "<",
     # vllm-ascend 0.28's: an ``if`` that returns True, a fallback after it
     (
