@@ -47,19 +47,13 @@ def explain(
     through which coupling: each failure named by the couplings `impact` (A -> B) says it hit, grouped by error,
     breaks first, with upstream's diff of each definition (docs/suite.md, "explain")."""
     root = context.root()
-    run, strangers = _read_all(results, root)
-    before = _read_all((at_from,), root)[0] if at_from is not None else None
-    if not run.tests and not run.collect_errors:
-        raise UsageError(
-            f"no test of {', '.join(map(str, results))} is in the tree at {root} "
-            f"({len(strangers)} ids of other modules, e.g. {strangers[0] if strangers else '-'}): pass --root TREE"
-        )
+    runs = read_runs(results, at_from, root)  # the files first: a bad one is refused before impact's work
     layout = layout_of(root)
     sources = context.sources(source, vllm_repo)
     tag = from_tag(layout, old)
     found = some_python(compute(layout, tag, to_name(new, tag, sources.kind, sources.vllm_repo), sources))
     impact = impact_report.to_json(found)
-    explained = explain_run(root, impact, run, before, strangers)
+    explained = explain_run(root, impact, *runs)
     if fmt == "json":
         click.echo(report.to_json_text(explained), nl=False)
     elif fmt == "markdown":
@@ -70,6 +64,21 @@ def explain(
     else:
         for line in report.text_lines(explained, impact):
             click.echo(line)
+
+
+def read_runs(
+    results: tuple[Path, ...], at_from: Path | None, root: Path
+) -> tuple[SuiteRun, SuiteRun | None, list[str]]:
+    """The run at B (several files: one run), the run at A when given, and the ids of modules the tree lacks;
+    a run holding no test of the tree is refused (exit 2), naming the fix."""
+    run, strangers = _read_all(results, root)
+    before = _read_all((at_from,), root)[0] if at_from is not None else None
+    if not run.tests and not run.collect_errors:
+        raise UsageError(
+            f"no test of {', '.join(map(str, results))} is in the tree at {root} "
+            f"({len(strangers)} ids of other modules, e.g. {strangers[0] if strangers else '-'}): pass --root TREE"
+        )
+    return run, before, strangers
 
 
 def _read_all(paths: tuple[Path, ...], root: Path) -> tuple[SuiteRun, list[str]]:

@@ -14,12 +14,16 @@ from generator.atomic import is_same_file, require_regular_or_absent, write_all_
 from generator.builder import pipeline, seam
 from generator.cli import adapt as adapt_cli
 from generator.cli import context, couplings, in_tree
+from generator.cli import explain as explain_cli
 from generator.cli.context import DEFAULT_OUTPUT, SourceOptions, source_options
 from generator.cli.exits import exit_code_for
 from generator.cli.root import root_option
 from generator.errors import FileRefused, PatchgenError, UsageError
 from generator.judge.couplings import report
 from generator.judge.couplings.impact import Impact
+from generator.judge.explain import report as explain_report
+from generator.judge.explain.explained import explain as explain_run
+from generator.judge.explain.outcomes import SuiteRun
 from generator.pins import matrix as matrix_rows
 from generator.pins import pin_bump, plan
 from generator.pins.pin import PIN_FILE, read_pin
@@ -38,6 +42,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 IMPACT_BODY_LIMIT = 20_000
 # adapt's section (bump --adapt): what is left, and its diff folded; the plan's `adapt.diff` holds the whole diff.
 ADAPT_BODY_LIMIT = 15_000
+EXPLAIN_BODY_LIMIT = 12_000
 
 
 def _swept(upstream: UpstreamFile) -> list[tuple[str, PatchgenError | None]]:
@@ -89,6 +94,14 @@ def _write_plan(plan_file: Path, made: plan.Plan) -> None:
     help="Also write adapt's mechanical part of the move, in the same all-or-nothing write (docs/adapt.md).",
 )
 @click.option("--allow-dirty", is_flag=True, help="With --adapt: write even into files with uncommitted changes.")
+@click.option(
+    "--results",
+    multiple=True,
+    metavar="FILE",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --plan: the tree's test run at the new tag (JUnit XML, as `explain` reads it): its failures, "
+    "named by their couplings, go into the plan and the pull request body. Repeatable.",
+)
 @root_option
 @click.pass_context
 def bump(
@@ -102,6 +115,7 @@ def bump(
     with_impact: bool,
     with_adapt: bool,
     allow_dirty: bool,
+    results: tuple[Path, ...],
 ) -> None:
     """Move the pin to NEW_TAG (or --latest): show upstream's schedule() diff, write pin and module together."""
     if new_tag is None and not latest:
@@ -116,6 +130,9 @@ def bump(
     path = context.root() / DEFAULT_OUTPUT if tree_layout else context.output_path(output)
     if plan_file is not None:
         plan_file = _plan_path(plan_file, path)
+    if results and plan_file is None:
+        raise UsageError("--results goes with --plan (the plan carries what they say); or run `explain` on them")
+    runs = explain_cli.read_runs(results, None, context.root()) if results else None
     if new_tag is None:
         new_tag = newest_release(old_tag)
         if new_tag is None:
@@ -129,7 +146,7 @@ def bump(
     sources = context.sources(source, vllm_repo, module=path)
     old, new = sources.fetch(old_tag), sources.fetch(new_tag)
     if plan_file is not None:
-        _write_plan(plan_file, _bump_plan(sources, old, new, with_impact, with_adapt))
+        _write_plan(plan_file, _bump_plan(sources, old, new, with_impact, with_adapt, runs))
         return
     method_diff = pin_bump.method_diff(old, new)
     if not method_diff:
@@ -185,18 +202,31 @@ def _echo_impact(old: str, new: str, sources: SourceOptions, with_impact: bool, 
 
 
 def _bump_plan(
-    sources: SourceOptions, old: UpstreamFile, new: UpstreamFile, with_impact: bool, with_adapt: bool
+    sources: SourceOptions,
+    old: UpstreamFile,
+    new: UpstreamFile,
+    with_impact: bool,
+    with_adapt: bool,
+    runs: tuple[SuiteRun, SuiteRun | None, list[str]] | None = None,
 ) -> plan.Plan:
-    """The plan for a bump from ``old`` to ``new``: computed like the bump itself, written nowhere but the plan."""
+    """The plan for a bump from ``old`` to ``new``: computed like the bump itself, written nowhere but the plan.
+    ``runs`` (``--results``): the tree's test run at ``new``, explained against the same impact."""
     if new.tag == old.tag:
         return plan.up_to_date(old.tag)
     rows = [matrix_rows.row(tag, partial(sources.fetch, tag)) for tag in pin_bump.releases_between(old.tag, new.tag)]
     layout = context.layout()
     # A tree with its own balance-patchgen.toml bumps with its own specs, not the shipped ones.
     swept = shipped_specs.sweeps(new) if layout.kind != "declared" else []
-    found = couplings.compute(layout, old.tag, new.tag, sources) if with_impact or with_adapt else None
+    wanted = with_impact or with_adapt or runs is not None
+    found = couplings.compute(layout, old.tag, new.tag, sources) if wanted else None
     summary = report.summary_json(found) if found and with_impact else None
     section = report.markdown(found, limit=IMPACT_BODY_LIMIT) if found and with_impact else ""
+    explained: dict[str, Any] = {}
+    if found is not None and runs is not None:
+        impact = report.to_json(couplings.some_python(found))
+        made_run = explain_run(layout.root, impact, *runs)
+        explained["explain"] = explain_report.to_json(made_run)
+        explained["explain_markdown"] = explain_report.markdown(made_run, impact, limit=EXPLAIN_BODY_LIMIT)
     adapted: dict[str, Any] = {}
     if found is not None and with_adapt:
         # Adapt's part alone (the copies the bump regenerates are kept out of it): what `bump --adapt` adds.
@@ -218,7 +248,14 @@ def _bump_plan(
         outcomes = pipeline.build_verified(new).outcomes if reason is None and balance else ()
     except matrix_rows.PLANNED_ERRORS as error:
         return plan.blocked(
-            old.tag, new.tag, method_diff=method_diff, error=error, rows=rows, impact=summary, impact_markdown=section
+            old.tag,
+            new.tag,
+            method_diff=method_diff,
+            error=error,
+            rows=rows,
+            impact=summary,
+            impact_markdown=section,
+            **explained,
         )
     failed = [s.error for s in swept if s.error is not None]
     if failed:  # a tree bumping to the tag would meet exit 4 in a spec the tool ships: an issue first
@@ -230,6 +267,7 @@ def _bump_plan(
             rows=rows,
             impact=summary,
             impact_markdown=section,
+            **explained,
         )
     return plan.bumped(
         old.tag,
@@ -242,6 +280,7 @@ def _bump_plan(
         impact_markdown=section,
         specs=[s.line for s in swept],
         **adapted,
+        **explained,
     )
 
 

@@ -136,12 +136,16 @@ def bumped(
     specs: Sequence[str] = (),
     adapt: dict[str, Any] | None = None,
     adapt_markdown: str = "",
+    explain: dict[str, Any] | None = None,
+    explain_markdown: str = "",
 ) -> Plan:
     """``bump`` to ``tag`` applies: a pull request. ``impact``: what the move does to the tree's couplings
     (``judge.couplings.report.summary_json``), its ``impact_markdown`` a section of the body; ``specs``: the
     shipped specs' sweep at ``tag`` (one line each), for the trees that bump to it. ``adapt`` (``bump --adapt``):
     what adapt writes in the same commit and what it leaves (``tree.adapt.report.to_json``), its
-    ``adapt_markdown`` a section of the body; work left for a person makes the command exit 1, so the plan says 1."""
+    ``adapt_markdown`` a section of the body; work left for a person makes the command exit 1, so the plan says 1.
+    ``explain`` (``--results``): the tree's test run at ``tag`` explained (``judge.explain.report.to_json``), its
+    ``explain_markdown`` a section of the body."""
     work = adapt["counts"]["work"] if adapt is not None else 0
     command = "bump --latest --adapt" if adapt is not None else "bump --latest"
     if no_copy_reason is not None:
@@ -168,6 +172,7 @@ def bumped(
         ),
         *([impact_markdown.rstrip("\n")] if impact_markdown else []),
         *([adapt_markdown.rstrip("\n")] if adapt_markdown else []),
+        *([explain_markdown.rstrip("\n")] if explain_markdown else []),
     ]
     body = _with_diff(sections, pinned, tag, method_diff)
     return _plan(
@@ -176,6 +181,7 @@ def bumped(
         tag=tag,
         impact=impact,
         adapt=adapt,
+        explain=explain,
         outcome="bumped",
         action="pull-request",
         summary=f"bump {pinned} -> {tag}" + (f"; adapt left {work} for a person" if work else ""),
@@ -202,8 +208,11 @@ def blocked(
     rows: Sequence[Row],
     impact: dict[str, Any] | None = None,
     impact_markdown: str = "",
+    explain: dict[str, Any] | None = None,
+    explain_markdown: str = "",
 ) -> Plan:
-    """``bump`` to ``tag`` exits 4: an issue for a maintainer, the pin stays."""
+    """``bump`` to ``tag`` exits 4: an issue for a maintainer, the pin stays (with ``explain``, what the tree's
+    test run at ``tag`` hit, as for a pull request)."""
     failure = _failure_json(error)
     sections = [
         f"`balance-patchgen bump {tag}` exits 4: the pin stays at {pinned} until a maintainer decides. "
@@ -214,6 +223,7 @@ def blocked(
         _section("What to do", _what_to_do(error, tag)),
         _matrix_section(pinned, rows),
         *([impact_markdown.rstrip("\n")] if impact_markdown else []),
+        *([explain_markdown.rstrip("\n")] if explain_markdown else []),
     ]
     body = _with_diff(sections, pinned, tag, method_diff)
     return _plan(
@@ -221,6 +231,7 @@ def blocked(
         pinned=pinned,
         tag=tag,
         impact=impact,
+        explain=explain,
         outcome="delta-does-not-apply",
         action="issue",
         summary=f"bump {pinned} -> {tag} blocked: {error}",
@@ -295,6 +306,7 @@ def _plan(command: str, *, pinned: str | None, tag: str | None, outcome: str, ac
         "issue": None,
         "impact": None,
         "adapt": None,
+        "explain": None,
     }
     plan.update(rest)
     return plan

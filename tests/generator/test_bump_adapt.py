@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -23,6 +25,7 @@ from tests.generator.adapt_trees import (
     AFTER_COPIES,
     AFTER_USE,
     COPIES,
+    RELEASE_B,
     TEST_USE,
     publish_releases,
     snapshot,
@@ -238,3 +241,34 @@ def test_a_huge_adapt_diff_is_cut_in_the_body_and_whole_in_the_plan() -> None:
     assert body.count("```") % 2 == 0 and body.count("<details>") == body.count("</details>") == 1
     assert made["adapt"]["diff"] == diff
     jsonschema.validate(made, SCHEMA)
+
+
+def test_a_plan_with_results_carries_their_failures_explained(tree: Path, tmp_path: Path) -> None:
+    """``bump --plan --results``: the tree's own test run at B (real pytest, its JUnit XML) explained in the plan
+    and its body; the test that fails is the one whose mock.patch string names the path Helper left."""
+    site = write_files(tmp_path / "b-site", {**RELEASE_B, **UPSTREAM, UPSTREAM_PATH: SCHEDULER_B})
+    xml = tmp_path / "at-b.xml"
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}", "tests"],
+        cwd=tree,
+        env={"PYTHONPATH": f"{tree}:{site}", "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        capture_output=True,
+        check=False,
+    )
+    before = snapshot(tree)
+    path = tmp_path / "plan.json"
+    code, _, err = _cli(tree, "bump", "v1.1.0", "--no-impact", "--plan", str(path), "--results", str(xml))
+    assert code == 0, err
+    assert snapshot(tree) == before
+    made = json.loads(path.read_text())
+    jsonschema.validate(made, SCHEMA)
+    explain_schema = json.loads((REPO_ROOT / "generator/judge/explain/explain.schema.json").read_text())
+    jsonschema.validate(made["explain"], explain_schema)
+    assert made["explain"]["failures"] == 1
+    (group,) = made["explain"]["groups"]
+    assert group["test_ids"] == ["tests/test_use.py::test_run"]
+    assert any(h["upstream"] == "vllm.sched.util.Helper.run" for h in group["couplings"]), group
+    assert "### What the bump's failures hit" in made["pull_request"]["body"]
+    code, _, err = _cli(tree, "bump", "v1.1.0", "--results", str(xml))
+    assert code == 2 and "--results goes with --plan" in err
+    assert snapshot(tree) == before
