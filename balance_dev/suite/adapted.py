@@ -103,6 +103,12 @@ def side_by_side(at_from: SuiteRun, before: SuiteRun, after: SuiteRun) -> dict[s
         "broken_by_kind": dict(sorted(Counter(error_kind(failed_after[t].error) for t in broken).items())),
         "before_by_kind": dict(sorted(Counter(error_kind(o.error) for o in failed_before.values()).items())),
         "after_by_kind": dict(sorted(Counter(error_kind(o.error) for o in failed_after.values()).items())),
+        # a test whose signature failure adapt answered: it passes now, or fails further on, another error
+        "signature_failures_gone": sum(
+            1
+            for t, o in failed_before.items()
+            if error_kind(o.error) == "signature" and (t not in failed_after or failed_after[t].error != o.error)
+        ),
         "signature_left_by_function": _signatures_left(failed_after.values()),
         "at_to_before": before.counts(),
         "at_to_after": after.counts(),

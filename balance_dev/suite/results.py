@@ -268,6 +268,10 @@ def adapted_line(adapted: Mapping[str, object], label_to: str) -> str:
     fixed, broken = adapted.get("fixed_by_kind"), adapted.get("broken_by_kind")
     if isinstance(fixed, dict) and isinstance(broken, dict):
         kinds = f" (fixed by kind: {_kinds(fixed)}; broken: {_kinds(broken)})"
+        if "signature_failures_gone" in adapted:
+            kinds += (
+                f"; signature failures answered (passing, or failing further on): {adapted['signature_failures_gone']}"
+            )
     return (
         f"after adapt (exit {said['exit']}, {len(changed)} files changed), at {label_to}: bump failures "
         f"{adapted['bump_failures_before']} -> {adapted['bump_failures_after']}; adapt fixed "

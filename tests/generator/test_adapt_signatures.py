@@ -308,11 +308,33 @@ def test_the_layout_of_each_list_is_kept(tmp_path: Path, local_index: dict[str, 
     root = write_files(tmp_path / "plugin", TREE)
     assert _adapt(root, "--only", "signatures").exit_code == 1
     text = (root / "pkg/coord.py").read_text()
-    # one per line where the tree writes one per line; the dict filled line by line gets one more line
+    # one per line where the tree writes one per line; a dict gets the new key, off B's default, after the line
+    # that last fills it (or makes it)
     assert "    metrics=None,\n    lookahead=0,\n):" in text
-    assert '    orig_kwargs["metrics"] = metrics\n    orig_kwargs["lookahead"] = lookahead\n' in text
-    assert "    own = dict(\n        size=size,\n        caching=caching,\n        lookahead=lookahead,\n    )" in text
-    assert "self.pool = Pool(size, caching=caching, lookahead=lookahead)" in text
+    assert (
+        '    orig_kwargs["metrics"] = metrics\n    if lookahead != 0:\n        orig_kwargs["lookahead"] = lookahead\n'
+    ) in text
+    assert '    )\n    if lookahead != 0:\n        own["lookahead"] = lookahead\n' in text
+    assert 'Pool(size, caching=caching, **({} if lookahead == 0 else {"lookahead": lookahead}))' in text
+
+
+# A test of the tree's (its own business) that stands a fake of A's shape in for what the function wraps, and
+# calls the function as A's callers did: at B's default the wrapped call is what it was, so the fake still fits.
+A_SHAPED_FAKE = """from vllm.worker.runner import Runner
+from pkg.runner import PluginRunner
+
+Runner.execute = lambda self, batch, sync=None: ("fake", batch, sync)
+print("fake", PluginRunner().execute(1, sync=2))
+"""
+
+
+def test_a_fake_of_a_s_shape_still_fits_at_the_default(tmp_path: Path, local_index: dict[str, bytes]) -> None:
+    _releases(local_index)
+    root = write_files(tmp_path / "plugin", TREE)
+    assert _adapt(root, "--only", "signatures").exit_code == 1
+    code = A_SHAPED_FAKE.replace("sync=2", "sync_state=2")  # the tree's function takes B's name now
+    fake = code.replace("sync=None", "sync_state=None").replace('("fake", batch, sync)', '("fake", batch, sync_state)')
+    assert _run(tmp_path, {**RELEASE_B, **B_FILES}, root, fake, "1.1.0") == ["fake ('fake', 101, 2)"]
 
 
 def test_span_runs_at_a_as_it_did_and_at_b_as_plain_adapt(tmp_path: Path, local_index: dict[str, bytes]) -> None:
@@ -340,20 +362,23 @@ def test_span_with_no_helper_writes_no_signature(tmp_path: Path, local_index: di
 
 
 def test_a_plain_run_at_a_is_not_required_to_hold(tmp_path: Path, local_index: dict[str, bytes]) -> None:
-    """Plain ``adapt`` writes B's form: the tree's forward of B's new parameter reaches A's original, which
-    refuses it (that is what ``--span`` is for). Shown so the span test above can fail."""
+    """Plain ``adapt`` writes B's form: the parameter B renamed is taken under B's name, which A's callers do
+    not pass (that is what ``--span`` is for). Shown so the span test above can fail. What B added is sent on
+    only off its default, so A's original still takes a call at the default."""
     _releases(local_index)
     root = write_files(tmp_path / "plugin", TREE)
     assert _adapt(root, "--only", "signatures").exit_code == 1
     site = write_files(tmp_path / "a", {**RELEASE_A, **A_FILES, "vllm/__init__.py": ""})
+    code = "import pkg.coord\nfrom vllm.core.manager import Manager\nManager(4)\n"
+    code += "from pkg.runner import PluginRunner\nPluginRunner().step(1)\n"
     done = subprocess.run(
-        [sys.executable, "-c", "import pkg.coord\nfrom vllm.core.manager import Manager\nManager(4)\n"],
+        [sys.executable, "-c", code],
         env={"PYTHONPATH": f"{root}:{site}"},
         capture_output=True,
         text=True,
         check=False,
     )
-    assert "unexpected keyword argument 'lookahead'" in done.stderr
+    assert "execute() got an unexpected keyword argument 'sync'" in done.stderr
 
 
 def test_required_and_unforwarded_are_named_with_both_signatures_in_the_plan(

@@ -245,3 +245,27 @@ def test_the_ci_snippet_runs_explain_as_written(runs: dict[str, Path]) -> None:
         result = CliRunner().invoke(main, [*args, "--from", "v4.0.0"])
         assert result.exit_code == 0, result.stderr
         assert "make_coordinator" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (
+            "E   TypeError: f() got an unexpected keyword argument 'x'",
+            "TypeError: f() got an unexpected keyword argument 'x'",
+        ),
+        # raised inside mock.py's own frame: pytest indents the E line further
+        (
+            "E           AttributeError: <class 'A'> does not have the attribute 'b'",
+            "AttributeError: <class 'A'> does not have the attribute 'b'",
+        ),
+        # a module's exception is named with its module by pytest; by its name alone, as Python's type name
+        ("E   pkg.errors.GoneAtB: vllm.x is not in vLLM B", "GoneAtB: vllm.x is not in vLLM B"),
+        ("E       assert 1 == 2\nE        +  where 1 = f()", ""),
+        ("E   StopIteration", "StopIteration"),
+    ],
+)
+def test_the_error_is_read_from_pytest_s_e_line(text: str, error: str) -> None:
+    from generator.judge.explain.junit import _first_error
+
+    assert _first_error(text) == error

@@ -184,6 +184,21 @@ def _under(upstream: str, name: str) -> bool:
     return upstream == name or upstream.startswith(f"{name}.")
 
 
+def files_touched(failures: Iterable[Outcome]) -> set[str]:
+    """The tree's files the failures touch: a frame's, the test's module, where a stand-in was imported."""
+    out: set[str] = set()
+    for failure in failures:
+        out |= {frame.path for frame in failure.frames} | {failure.test.split("::", 1)[0]}
+        if gone := GONE.match(failure.error):
+            out.add(gone[2])
+    return out
+
+
+def classes_named(failures: Iterable[Outcome]) -> set[str]:
+    """The tree's classes the errors name (the ``class`` rule asks for their vLLM bases)."""
+    return {m[1] for f in failures for pattern in CLASS_NAMED if (m := pattern.match(f.error))}
+
+
 def attribute_one(failure: Outcome, couplings: Iterable[Coupling], bases: Bases | None = None) -> Attributed:
     by_path: dict[str, list[Coupling]] = defaultdict(list)
     for coupling in couplings:

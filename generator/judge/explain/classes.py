@@ -45,20 +45,50 @@ def _dotted(expr: ast.expr, imports: dict[str, str]) -> str | None:
     return None
 
 
-def read(root: Path, paths: Iterable[str]) -> dict[str, set[tuple[str, str]]]:
-    """Each class name of the tree -> (the file importing it, a vLLM class it derives from)."""
-    direct: dict[str, set[tuple[str, str]]] = defaultdict(set)  # class -> (file, written base)
+def read(root: Path, paths: Iterable[str], names: Iterable[str] | None = None) -> dict[str, set[tuple[str, str]]]:
+    """Each class name of the tree -> (the file importing it, a vLLM class it derives from). ``names``: only
+    these classes are asked about (an error names them): only the files defining them, and then the tree's
+    classes they derive from, are parsed."""
+    texts: dict[str, str] = {}
     for rel in sorted(set(paths)):
         try:
-            module = ast.parse((root / rel).read_bytes())
-        except (OSError, SyntaxError, ValueError):
+            texts[rel] = (root / rel).read_text("utf-8")
+        except (OSError, UnicodeDecodeError):
             continue
-        imports = _imports(module)
-        for node in ast.walk(module):
-            if isinstance(node, ast.ClassDef):
-                for base in node.bases:
-                    if (dotted := _dotted(base, imports)) is not None:
-                        direct[node.name].add((rel, dotted))
+    direct: dict[str, set[tuple[str, str]]] = defaultdict(set)  # class -> (file, written base)
+    parsed: set[str] = set()
+    wanted = None if names is None else set(names)
+    while True:
+        todo = [
+            rel
+            for rel, text in texts.items()
+            if rel not in parsed and (wanted is None or any(f"class {n}" in text for n in wanted))
+        ]
+        if not todo:
+            break
+        for rel in todo:
+            parsed.add(rel)
+            try:
+                module = ast.parse(texts[rel])
+            except (SyntaxError, ValueError):
+                continue
+            imports = _imports(module)
+            for node in ast.walk(module):
+                if isinstance(node, ast.ClassDef):
+                    for base in node.bases:
+                        if (dotted := _dotted(base, imports)) is not None:
+                            direct[node.name].add((rel, dotted))
+        if wanted is None:
+            break
+        more = {
+            b.rpartition(".")[2]
+            for n in wanted
+            for _, b in direct.get(n, ())
+            if not (b == "vllm" or b.startswith("vllm."))
+        }
+        if more <= wanted:
+            break
+        wanted |= more
     found: dict[str, set[tuple[str, str]]] = {}
 
     def vllm_bases(name: str, depth: int) -> set[tuple[str, str]]:

@@ -9,7 +9,7 @@ with how many tests, the strongest verdict first.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,19 +23,73 @@ RANKS = ("breaks", "review", "info", "unjudged", "nothing")
 
 class Attribution:
     """The couplings of ``impact``'s document that can explain a failure, with their scopes read from the tree,
-    and the tree's classes by the vLLM bases they derive from: what naming a failure reads, read once."""
+    and the tree's classes by the vLLM bases they derive from: what naming a failure reads, read when first
+    needed. A scope is read from the tree only for a file a failure touches (a frame's, its test's, where a
+    stand-in was imported), and for the overrides a call rule or a class rule asks about."""
 
     def __init__(self, tree: Path, impact: Mapping[str, Any]) -> None:
-        raw = impact["couplings"]
-        site_scopes = {str(c["site"]): scopes.scope_of(tree, str(c["kind"]), str(c["site"])) for c in raw}
-        self.couplings: list[Coupling] = attribute.couplings_of(impact, site_scopes, raw)
-        self.bases = attribute.class_bases(site_scopes, raw)
-        files = (p.relative_to(tree).as_posix() for p in sorted(tree.rglob("*.py")) if ".git" not in p.parts)
-        for name, found in classes.read(tree, files).items():
-            self.bases.setdefault(name, set()).update(found)
+        self.tree, self.impact = tree, impact
+        self.raw: list[Mapping[str, Any]] = list(impact["couplings"])
+        self._scopes: dict[str, scopes.Scope] = {}
+        self.bases: dict[str, set[tuple[str, str]]] = {}
+        self._read: set[str] = set()  # the class names whose tree bases were read
+        self._texts: dict[str, str] = {}
+
+    @property
+    def couplings(self) -> list[Coupling]:
+        """Every coupling that can explain a failure, each with its scope (all read: for a report of them all)."""
+        self._scope_for(c for c in self.raw if c["status"] != "unchanged")
+        return attribute.couplings_of(self.impact, self._scopes, self.raw)
 
     def attribute(self, failures: Sequence[Outcome]) -> list[Attributed]:
-        return attribute.attribute(failures, self.couplings, self.bases)
+        failures = list(failures)
+        files = attribute.files_touched(failures)
+        # the methods a refused call names (``Cls.f() got an unexpected keyword``): the overrides of that name
+        called = {m[1].rpartition(".")[2] for f in failures if (m := attribute.CALL.match(f.error))}
+        named = attribute.classes_named(failures)
+
+        def asked(c: Mapping[str, Any]) -> bool:
+            last = str(c["upstream"]).rpartition(".")[2]
+            if c["status"] != "unchanged" and str(c["site"]).rpartition(":")[0] in files:
+                return True
+            if c["kind"] == "override" and (last in called or (named and self._may_hold(str(c["site"]), named))):
+                return True  # an override's scope names its class and method: what the call and class rules read
+            return bool(c.get("receiver")) and str(c["receiver"]).rpartition(".")[2] in called
+
+        self._scope_for(c for c in self.raw if asked(c))
+        self._with_classes(named)
+        couplings = attribute.couplings_of(self.impact, self._scopes, self.raw)
+        return attribute.attribute(failures, couplings, self.bases)
+
+    def _scope_for(self, raw: Iterable[Mapping[str, Any]]) -> None:
+        for c in raw:
+            site = str(c["site"])
+            if site not in self._scopes:
+                self._scopes[site] = scopes.scope_of(self.tree, str(c["kind"]), site)
+
+    def _may_hold(self, site: str, names: set[str]) -> bool:
+        """The site's file defines one of the classes (by its text, before anything is parsed)."""
+        path = site.rpartition(":")[0]
+        if path not in self._texts:
+            try:
+                self._texts[path] = (self.tree / path).read_text("utf-8")
+            except (OSError, UnicodeDecodeError):
+                self._texts[path] = ""
+        return any(f"class {n}" in self._texts[path] for n in names)
+
+    def _with_classes(self, names: set[str]) -> None:
+        """The vLLM bases of the tree's classes errors name: from the overrides' scopes, and from the tree's
+        source (read when first asked)."""
+        for name, found in attribute.class_bases(self._scopes, self.raw).items():
+            self.bases.setdefault(name, set()).update(found)
+        names = names - self._read
+        if not names:
+            return
+        self._read |= names
+        tree = self.tree
+        files = (p.relative_to(tree).as_posix() for p in sorted(tree.rglob("*.py")) if ".git" not in p.parts)
+        for name, found in classes.read(tree, files, names).items():
+            self.bases.setdefault(name, set()).update(found)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ the exception's first line and whose text is pytest's traceback (``--tb=short`` 
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
@@ -63,19 +64,35 @@ def _outcome(case: ElementTree.Element, root: Path) -> Outcome | None:
         if child.tag in _BAD:
             message = (child.get("message") or "").strip()
             text = child.text or ""
-            error = _first_error(text) or (message.splitlines() or [""])[0]
+            error = _first_error(text) or _message_error(message)
             return Outcome(node, _BAD[child.tag], error[:300], frames_in(text), seconds)
         if child.tag == "skipped":
             return Outcome(node, "skipped", (child.get("message") or "")[:300], (), seconds)
     return Outcome(node, "passed", "", (), seconds)
 
 
+# pytest's ``E`` line naming the exception: ``E   TypeError: ...``, indented further where the raise is (an
+# ``E           AttributeError: ...`` under a frame of mock.py): a capitalized name, then ``: `` or nothing
+# (its module, when pytest names one, dropped: ``pkg.errors.GoneAtB: ...`` is ``GoneAtB: ...``, as Python's
+# ``type(e).__name__`` names it)
+_RAISED = re.compile(r"^E\s+(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:: .*|:)?)$")
+# what pytest's message says of a failure outside the test's call: ``failed on setup with "<the error>"``
+_PHASE = re.compile(r'^failed on (?:setup|teardown) with "(.*)"$', re.DOTALL)
+
+
 def _first_error(text: str) -> str:
     """pytest's ``E   TypeError: ...`` line (the exception as raised; a message may be cut or be a repr)."""
     for line in text.splitlines():
-        if line.startswith("E   ") and ":" in line and not line[4:].startswith(" "):
-            return line[4:].strip()
+        if match := _RAISED.match(line):
+            return match[1].strip()
     return ""
+
+
+def _message_error(message: str) -> str:
+    """The error a message names, without pytest's ``failed on setup with "..."`` around it."""
+    if match := _PHASE.match(message):
+        message = match[1]
+    return (message.splitlines() or [""])[0]
 
 
 def node_id(classname: str, name: str, root: Path, file: str | None = None) -> str | None:

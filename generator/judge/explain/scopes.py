@@ -72,13 +72,21 @@ def _length(node: ast.stmt) -> int:
     return (node.end_lineno or node.lineno) - node.lineno
 
 
+@cache
+def _innermost(path: Path) -> dict[int, ast.stmt]:
+    """Each line of the file -> the innermost statement holding it (the shortest; of two alike, the later)."""
+    out: dict[int, ast.stmt] = {}
+    for node in _statements(path):
+        for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+            best = out.get(line)
+            if best is None or _length(node) <= _length(best):
+                out[line] = node
+    return out
+
+
 def _statement_at(path: Path, line: int) -> ast.stmt | None:
     """The innermost statement whose lines hold ``line``."""
-    best: ast.stmt | None = None
-    for node in _statements(path):
-        if node.lineno <= line <= (node.end_lineno or node.lineno) and (best is None or _length(node) <= _length(best)):
-            best = node
-    return best
+    return _innermost(path).get(line)
 
 
 def scope_of(root: Path, kind: str, site: str) -> Scope:

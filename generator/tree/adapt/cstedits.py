@@ -72,14 +72,16 @@ def renamed_param(ps: cst.Parameters, old: str, new: str) -> cst.Parameters:
     )
 
 
-def add_keyword(name: str) -> Callable[[cst.Call], cst.Call]:
+def add_keyword(name: str, at_default: str) -> Callable[[cst.Call], cst.Call]:
+    """The call passes ``name`` on only when it is not B's default (``at_default``: the test true at it), spread
+    last: ``**({} if p is None else {"p": p})``. A call with the default is the call it was."""
+
     def edit(call: cst.Call) -> cst.Call:
         args = list(call.args)
         if name in {a.keyword.value for a in args if a.keyword is not None}:
             return call
-        at = next((i for i, a in enumerate(args) if a.star == "**"), len(args))
-        arg = cst.Arg(cst.Name(name), keyword=cst.Name(name), equal=TIGHT)
-        return call.with_changes(args=inserted(args, at, arg))
+        value = cst.parse_expression(f'({{}} if {at_default} else {{"{name}": {name}}})')
+        return call.with_changes(args=inserted(args, len(args), cst.Arg(value, star="**")))
 
     return edit
 
@@ -107,15 +109,6 @@ def drop_keyword(name: str) -> Callable[[cst.Call], cst.Call]:
 def _quote(d: cst.Dict) -> str:
     first = next((e.key for e in d.elements if isinstance(e, cst.DictElement)), None)
     return "'" if isinstance(first, cst.SimpleString) and first.value.startswith("'") else '"'
-
-
-def add_key(name: str) -> Callable[[cst.Dict], cst.Dict]:
-    def edit(d: cst.Dict) -> cst.Dict:
-        q = _quote(d)
-        element = cst.DictElement(cst.SimpleString(f"{q}{name}{q}"), cst.Name(name))
-        return d.with_changes(elements=inserted(list(d.elements), len(d.elements), element))
-
-    return edit
 
 
 def rename_key(old: str, new: str) -> Callable[[cst.Dict], cst.Dict]:

@@ -127,6 +127,15 @@ def follow(
     return module.visit(Writer(edits, span)).code, done, left
 
 
+def _defaulted(name: str, default: cst.BaseExpression) -> tuple[str, str]:
+    """The tests true when ``name`` is at B's ``default`` and when it is not: ``is`` for None, True and False
+    (``==`` would call a value's own comparison), ``==`` for any other."""
+    code = cst.Module(body=[]).code_for_node(default)
+    if code in ("None", "True", "False"):
+        return f"{name} is {code}", f"{name} is not {code}"
+    return f"{name} == {code}", f"{name} != {code}"
+
+
 def _required(target: Target) -> str:
     names = ", ".join(p.name for p in target.delta.required)
     return f"B added {names} with no default: a value is needed (both signatures below)"
@@ -198,7 +207,7 @@ def _one(
             problem = placed if isinstance(placed, str) else "its default reads a name of B's module the file lacks"
             problems.append((f"B added {p.name}: {problem}", True))
             continue
-        forwards, not_to = reader.forward(p.name, edits)
+        forwards, not_to = reader.forward(p.name, _defaulted(p.name, default), edits)
         if not forwards:
             why = (
                 f"B added {p.name}={ast.unparse(p.default) if p.default else ''} and its callers pass it; the "
@@ -210,7 +219,7 @@ def _one(
         annotation = _expression(p.annotation, top) if _annotated(fn) else None
         new_params = placed(_param(p.name, annotation, default))
         written.append(f"took {_shown(p.name, annotation, default)} (B's place and default)")
-        written += [f"forwarded {p.name} to {where}" for where in forwards]
+        written += [f"forwarded {p.name} to {where} (when it is not the default)" for where in forwards]
         written += [f"not forwarded to {where}: it does not take {p.name}" for where in not_to]
     if new_params is not fn.params:
         edits.params[id(fn.params)] = new_params

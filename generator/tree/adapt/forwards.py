@@ -20,7 +20,6 @@ import libcst as cst
 
 from generator.tree.adapt.cstedits import (
     Edits,
-    add_key,
     add_keyword,
     drop_key,
     drop_keyword,
@@ -170,9 +169,11 @@ class Reader:
     def _destinations(self, name: str) -> list[cst.Call]:
         return [call for call in self.body.calls if name in _spread(call)]
 
-    def forward(self, name: str, edits: Edits) -> tuple[list[str], list[str]]:
-        """``name`` forwarded by keyword through every carrier whose destinations take it; (where it went,
-        where it did not: a destination that does not take it)."""
+    def forward(self, name: str, default: tuple[str, str], edits: Edits) -> tuple[list[str], list[str]]:
+        """``name`` forwarded by keyword through every carrier whose destinations take it, when it is not B's
+        default (``default``: the tests true at it and off it): what the function wraps is called at the default
+        exactly as at A (a test's fake of A's shape in its place too). (Where it went, where it did not: a
+        destination that does not take it.)"""
         went, not_to = [], []
         for kind, carrier in self._carriers():
             if kind == "call":
@@ -182,7 +183,7 @@ class Reader:
                     continue
                 if name in keywords_of_call(carrier) or _spread(carrier) or _double_star(carrier):
                     continue
-                edits.calls.setdefault(id(carrier), []).append(add_keyword(name))
+                edits.calls.setdefault(id(carrier), []).append(add_keyword(name, default[0]))
                 went.append(self._where(carrier))
                 continue
             assert isinstance(carrier, str)
@@ -193,23 +194,18 @@ class Reader:
                 continue
             if name in self._dict_keys(carrier):
                 continue
-            self._add_to_dict(carrier, name, edits)
+            self._add_to_dict(carrier, name, default[1], edits)
             went.append(f"{carrier} (to {', '.join(self._where(d) for d in destinations)})")
         return went, not_to
 
-    def _add_to_dict(self, name: str, param: str, edits: Edits) -> None:
+    def _add_to_dict(self, name: str, param: str, off_default: str, edits: Edits) -> None:
+        """``if <param is not B's default>: d["param"] = param``, after the last line filling the dict (or the
+        one making it)."""
         stores = [s for s in self.body.stores if s[0] == name]
-        if stores:  # the dict is filled by ``d["k"] = v`` after it is made: one more such line, after the last
-            line = stores[-1][2]
-            q = _key_node(stores[-1][3]).value[-1]
-            statement = cst.parse_statement(f"{name}[{q}{param}{q}] = {param}\n")
-            edits.after.setdefault(id(line), []).append(statement)
-            return
-        value = self.body.dicts[name]
-        if isinstance(value, cst.Call):
-            edits.calls.setdefault(id(value), []).append(add_keyword(param))
-        else:
-            edits.dicts.setdefault(id(value), []).append(add_key(param))
+        line = stores[-1][2] if stores else self.body.dict_lines[name]
+        q = _key_node(stores[-1][3]).value[-1] if stores else '"'
+        statement = cst.parse_statement(f"if {off_default}:\n    {name}[{q}{param}{q}] = {param}\n")
+        edits.after.setdefault(id(line), []).append(statement)
 
     def rename_forward(self, old: str, new: str, edits: Edits) -> list[str]:
         """Where ``old`` goes to B's function by keyword, it goes as ``new``."""
@@ -278,6 +274,7 @@ class _Body(cst.CSTVisitor):
     def __init__(self) -> None:
         self.calls: list[cst.Call] = []
         self.dicts: dict[str, cst.Call | cst.Dict] = {}
+        self.dict_lines: dict[str, cst.SimpleStatementLine] = {}  # the line making each dict
         self.twice: set[str] = set()
         self.stores: list[tuple[str, str, cst.SimpleStatementLine, cst.Assign]] = []
         self.names: list[cst.Name] = []
@@ -323,9 +320,10 @@ class _Body(cst.CSTVisitor):
             if target.value in self.dicts or target.value in self.twice:
                 self.dicts.pop(target.value, None)
                 self.twice.add(target.value)  # bound twice: which dict a call spreads is not known
-            elif _is_keyword_dict(value):
+            elif _is_keyword_dict(value) and self._line is not None:
                 assert isinstance(value, (cst.Call, cst.Dict))
                 self.dicts[target.value] = value
+                self.dict_lines[target.value] = self._line
         elif isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and assign is not None:
             key = _string_key(target)
             if key is not None and self._line is not None:
