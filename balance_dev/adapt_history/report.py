@@ -71,5 +71,24 @@ def reach_lines(results: dict[str, Any]) -> list[str]:
     return out
 
 
+def signature_table(results: dict[str, Any]) -> str:
+    """Overrides whose vLLM method B gave parameters: what P_B's maintainers did, what adapt wrote."""
+    out = [
+        "| pair | overrides whose method B gave parameters | the maintainers changed | adapt's takes the same "
+        "calls as theirs | adapt changed, the maintainers did not |",
+        "|---|---|---|---|---|",
+    ]
+    for row in results["pairs"]:
+        found = row.get("signatures")
+        if found is None:
+            continue
+        out.append(
+            f"| {_pair(row)} | {found['b_changed']} | {found['maintainers_changed']} | "
+            f"{found['adapt_same_calls']} of {found['maintainers_changed']} | "
+            f"{found['adapt_changed_where_maintainers_did_not']} |"
+        )
+    return "\n".join(out) + "\n"
+
+
 def markdown(results: dict[str, Any]) -> str:
-    return table(results) + "\n" + "\n".join(reach_lines(results)) + "\n"
+    return table(results) + "\n" + signature_table(results) + "\n" + "\n".join(reach_lines(results)) + "\n"

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from balance_dev import plugin_trees
-from balance_dev.adapt_history import copies, names, statements
+from balance_dev.adapt_history import copies, names, signatures, statements
 from balance_dev.project_files import REPO_ROOT
 from generator.pins.pin import read_pin
 from generator.sources import package
@@ -176,11 +176,59 @@ def judge_pair(
         if row is not None:
             copy_rows.append(row)
     copy_rows.sort(key=lambda r: (r.file, r.qualname, r.upstream))
+    if p_b is not None:
+        followed = _signature_rows(report, p_a, p_b, adapted, a, b)
+        out["signatures"] = {**signatures.summary(followed), "rows": [r.as_json() for r in followed]}
     if p_b is None:
         for row in copy_rows:
             row.maintainers, row.equal_to_maintainers = "-", None
     out["copies"] = {**copies.summary(copy_rows), "rows": [r.as_json() for r in copy_rows]}
     return out
+
+
+def _signature_rows(
+    report: dict[str, Any],
+    p_a: dict[str, str | None],
+    p_b: dict[str, str | None],
+    adapted: dict[str, str | None],
+    a: package.Package,
+    b: package.Package,
+) -> list[signatures.Row]:
+    """Each override of the tree's code whose vLLM method B gave parameters: in P_A, P_B and adapt's tree."""
+    out: list[signatures.Row] = []
+    for coupling in report["couplings"]:
+        symbol = report["symbols"].get(coupling["upstream"])
+        if coupling["kind"] != "override" or symbol is None or coupling["site"].startswith("tests/"):
+            continue
+        if "signature" not in (symbol.get("parts") or ()):
+            continue
+        old, new = _upstream_function(a, symbol["from"]), _upstream_function(b, symbol["to"])
+        file, _, line = coupling["site"].rpartition(":")
+        tree_a = _parsed(p_a.get(file))
+        if not isinstance(old, (ast.FunctionDef, ast.AsyncFunctionDef)) or tree_a is None:
+            continue
+        if not isinstance(new, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        qualname = _qualname_at(tree_a, int(line))
+        if qualname is None:
+            continue
+        trees = (tree_a, _parsed(p_b.get(file)), _parsed(adapted.get(file)))
+        row = signatures.judge(coupling["site"], coupling["upstream"], old, new, trees, qualname)
+        if row is not None:
+            out.append(row)
+    return sorted(out, key=lambda r: r.site)
+
+
+def _qualname_at(tree: ast.Module, line: int) -> str | None:
+    """``Class.method`` of a top-level class's method whose ``def`` (or decorator) is on ``line``."""
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    first = min([item.lineno, *(d.lineno for d in item.decorator_list)])
+                    if first <= line <= item.lineno:
+                        return f"{node.name}.{item.name}"
+    return None
 
 
 def fresh(dest: Path) -> Path:

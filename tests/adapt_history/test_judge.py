@@ -460,3 +460,29 @@ def test_an_annotation_is_read_for_what_it_means_and_code_as_written() -> None:
     assert _keys(old) == _keys(new)
     assert _keys(old) != _keys(new.replace("g(Optional[int])", "g(int | None)"))
     assert _keys(old) != _keys(new.replace("y: str | None", "y: str"))
+
+
+def test_signatures_compare_what_each_takes_of_b_s_new_parameters() -> None:
+    import ast as _ast
+
+    from balance_dev.adapt_history import signatures
+
+    old = _ast.parse("def f(self, a, b=None):\n    pass\n").body[0]
+    new = _ast.parse("def f(self, a, b=None, c=0, *, d=False):\n    pass\n").body[0]
+    assert isinstance(old, _ast.FunctionDef) and isinstance(new, _ast.FunctionDef)
+    p_a = _ast.parse("class C:\n    def f(self, a, b=None):\n        pass\n")
+    p_b = _ast.parse("class C:\n    def f(self, a, b=None, c=0, *, d=False):\n        pass\n")
+    same = _ast.parse("class C:\n    def f(self, a, b=None, c=0, d=False):\n        pass\n")  # d: @4, not kw
+    row = signatures.judge("pkg/x.py:2", "vllm.x.C.f", old, new, (p_a, p_b, same), "C.f")
+    assert row is not None
+    assert (row.b_added, row.at_a, row.maintainers, row.adapt) == (("c", "d"), ("-", "-"), ("@3", "kw"), ("@3", "@4"))
+    assert row.maintainers_changed and not row.same_calls
+    kw = _ast.parse("class C:\n    def f(self, a, b=None, **kwargs):\n        pass\n")
+    row = signatures.judge("pkg/x.py:2", "vllm.x.C.f", old, new, (p_a, kw, p_b), "C.f")
+    assert row is not None and row.maintainers == ("**", "**") and not row.same_calls
+    assert signatures.summary([row]) == {
+        "b_changed": 1,
+        "maintainers_changed": 1,
+        "adapt_same_calls": 0,
+        "adapt_changed_where_maintainers_did_not": 0,
+    }
