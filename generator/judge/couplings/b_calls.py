@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Hashable
 
-from generator.judge.couplings import calls, verdicts
+from generator.judge.couplings import calls, passing, verdicts
 from generator.judge.couplings.changes import Change
 from generator.judge.couplings.judged import Judged
 from generator.judge.couplings.record import Coupling
@@ -76,10 +76,10 @@ class BCalls:
                 return where, reason
         return None
 
-    def passes(self) -> dict[str, calls.Passes]:
+    def passes(self) -> dict[str, passing.Passes]:
         """What B's own calls pass each definition asked about, by its canonical name at B (kept, as every
         answer here, for the next run): ``adapt`` reads it before it gives the tree's function a parameter."""
-        out: dict[str, calls.Passes] = {}
+        out: dict[str, passing.Passes] = {}
         for _, change, _, owner, patched, _ in self.asked.values():
             new = change.new
             if new is None or new.name in out:
@@ -88,8 +88,8 @@ class BCalls:
             out[new.name] = self.memo.get("b-passes", (new.name, owner, patched), ask)
         return out
 
-    def _passes(self, new: Definition, owner: str | None, patched: bool) -> calls.Passes:
-        return calls.passes(self._indexes()[1], new, owner, patched)
+    def _passes(self, new: Definition, owner: str | None, patched: bool) -> passing.Passes:
+        return passing.of(self._indexes()[1], new, owner, patched)
 
     def _indexes(self) -> tuple[calls.CallIndex, calls.CallIndex]:
         """Both releases' calls of every name asked, read once per release when first needed. At B also each

@@ -26,12 +26,12 @@ from generator.judge.census import matching, reading
 from generator.judge.census.reading import Function, Skipped
 from generator.judge.couplings import changes, sites, verdicts
 from generator.judge.couplings.bindings import Exports, Ref, follow
-from generator.judge.couplings.calls import Passes
 from generator.judge.couplings.changes import Change, Mover
 from generator.judge.couplings.gating import dead_gates, gate_helpers, gated
 from generator.judge.couplings.judged import Judged
 from generator.judge.couplings.judging import with_verdicts
 from generator.judge.couplings.lineage import Lineage, nearest, tree_modules
+from generator.judge.couplings.passing import Passes
 from generator.judge.couplings.record import TEST_PATCHES, Coupling, Symbol, is_test
 from generator.judge.couplings.registry import Declared
 from generator.judge.couplings.signatures import Receiver
@@ -62,7 +62,7 @@ class Impact:
     gated_files: tuple[str, ...] = ()
     dead_gates: tuple[tuple[str, int, str], ...] = ()
     # What B's own calls pass each definition an override or a patch's function stands in for, where B changed
-    # its signature, by B's canonical name (``calls.Passes``): what ``adapt`` gives the tree's function.
+    # its signature, by B's canonical name (``passing.Passes``): what ``adapt`` gives the tree's function.
     passes: dict[str, Passes] = field(default_factory=dict)
 
     def verdicts(self) -> dict[str, int]:

@@ -12,11 +12,11 @@ from typing import TypeVar
 from generator.judge.couplings import inherited, verdicts
 from generator.judge.couplings.b_calls import BCalls
 from generator.judge.couplings.bindings import Exports, Ref, follow
-from generator.judge.couplings.calls import Passes
 from generator.judge.couplings.changes import Change
 from generator.judge.couplings.instances import Use
 from generator.judge.couplings.judged import Judged
 from generator.judge.couplings.lineage import Lineage, tree_modules
+from generator.judge.couplings.passing import Passes
 from generator.judge.couplings.record import TEST_PATCHES, Coupling, Symbol
 from generator.judge.couplings.signatures import Receiver
 from generator.judge.couplings.sites import TreeClass

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from generator.judge.census import newer_syntax
-from generator.judge.couplings import calls, changes
+from generator.judge.couplings import calls, changes, passing
 from generator.judge.couplings.impact import Impact
 from generator.judge.couplings.record import Coupling, is_test
 from generator.judge.couplings.upstream import Definition, Resolver
@@ -71,7 +71,7 @@ def _functions(change: changes.Change) -> bool:
 
 
 def targets(
-    found: Iterable[Asked], root_texts: Mapping[str, str], b: Resolver, known: Mapping[str, calls.Passes]
+    found: Iterable[Asked], root_texts: Mapping[str, str], b: Resolver, known: Mapping[str, passing.Passes]
 ) -> tuple[dict[str, list[Target]], list[tuple[Asked, str]]]:
     """The targets by file, with what B's calls pass each; and the couplings whose def is not found. A function
     with nothing to follow (it has none of the parameters B renamed or removed, takes what B added already) is
@@ -108,7 +108,7 @@ def targets(
         lacking = [p for p in delta.added if p.name in _lacks(delta, node)]
         patched = a.coupling.kind == "patch"
         owner = new.name.rpartition(".")[0] if "." in new.qualname else None
-        got = known.get(new.name) or (calls.passes(index, new, owner, patched) if lacking else None)
+        got = known.get(new.name) or (passing.of(index, new, owner, patched) if lacking else None)
         passed = {p.name: how for p in lacking if got and (how := got.passed(p.name, p.index)) is not None}
         if not (delta.required or passed or _renames_or_drops(delta, node)):
             continue  # B's calls pass none of what it lacks: nothing at B needs an edit
