@@ -71,7 +71,8 @@ def test_conftest_stop_fails_every_test(tmp_path: Path) -> None:
         "tests/ut/test_a.py::test_one",
         "tests/ut/test_a.py::test_two",
     ]
-    site_scopes = {str(c["site"]): scopes.scope_of(tree, str(c["kind"]), str(c["site"])) for c in COUPLINGS}
+    outlines = scopes.Outlines(tree)
+    site_scopes = {str(c["site"]): scopes.scope_of(outlines, str(c["kind"]), str(c["site"])) for c in COUPLINGS}
     named = attribute.attribute(failures, attribute.couplings_of({}, site_scopes, COUPLINGS))
     assert {(h.site, h.upstream, h.rule) for a in named for h in a.hits} == {
         ("plugin/patches.py:2", "vllm.configs.v4.Config", "frame+name")

@@ -31,6 +31,7 @@ class Attribution:
         self.tree, self.impact = tree, impact
         self.raw: list[Mapping[str, Any]] = list(impact["couplings"])
         self._scopes: dict[str, scopes.Scope] = {}
+        self._outlines = scopes.Outlines(tree)
         self.bases: dict[str, set[tuple[str, str]]] = {}
         self._read: set[str] = set()  # the class names whose tree bases were read
         self._texts: dict[str, str] = {}
@@ -65,7 +66,8 @@ class Attribution:
         for c in raw:
             site = str(c["site"])
             if site not in self._scopes:
-                self._scopes[site] = scopes.scope_of(self.tree, str(c["kind"]), site)
+                self._scopes[site] = scopes.scope_of(self._outlines, str(c["kind"]), site)
+        self._outlines.save()
 
     def _may_hold(self, site: str, names: set[str]) -> bool:
         """The site's file defines one of the classes (by its text, before anything is parsed)."""
