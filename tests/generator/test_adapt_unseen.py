@@ -6,6 +6,8 @@ written here in this project's words, in the shape of the case.
   a candidate that was there at A already, or with two candidates, is not moved either;
 - a merged method that reads what B's ``__init__`` newly sets up (``self.gate.bias``) while the tree's
   ``__init__`` stays as it was: held, naming what it needs; merged with it when the ``__init__`` merges too;
+- a merged method that reads a method B gave the copied class, where the tree's class derives from that
+  class's vLLM base instead (it copies the class): held; merged where it derives from B's class itself;
 - the tree's markers above a statement B changed stay above B's statement;
 - a module that moved whole: its import and every dotted use of it in the file rewritten together;
 - a path B still reaches through its package's re-export is left; one B no longer reaches is written as
@@ -368,3 +370,74 @@ def test_a_file_of_python_3_12_is_read_and_written(tmp_path: Path, local_index: 
     assert (root / "pkg/newer.py").read_text() == TREE_NEWER.replace(
         "from vllm.executor.utils import start", "from vllm.v1.executor.utils import start"
     )
+
+
+# B's info class gains a helper its changed method calls; the plugin's class copies that method but derives
+# from vLLM's base class of it, which has no such helper.
+INFO_A = """\
+class BaseInfo:
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+
+class VideoInfo(BaseInfo):
+    def placeholder(self, frames):
+        if frames <= 0:
+            return []
+        width = self.ctx * 2
+        height = width + 1
+        if height > 64:
+            height = 64
+        return [width] * frames
+"""
+INFO_B = INFO_A.replace(
+    "        return [width] * frames\n",
+    "        return [width + self._second(i) for i in range(frames)]\n\n    def _second(self, i):\n        return i\n",
+)
+TREE_INFO = """\
+from vllm.models.info import BaseInfo
+
+
+class VideoInfo(BaseInfo):
+    def placeholder(self, frames):
+        if frames <= 0:
+            return []
+        width = self.ctx * 2
+        height = width + 1
+        if height > 32:  # plugin: smaller frames
+            height = 32
+        return [width] * frames
+"""
+
+
+def test_a_merge_reading_a_method_b_gave_the_copied_class_is_held_where_the_tree_derives_from_its_base(
+    tmp_path: Path, local_index: dict[str, bytes]
+) -> None:
+    files = {"vllm/models/__init__.py": ""}
+    publish_releases(
+        local_index,
+        a={**files, "vllm/models/info.py": INFO_A},
+        b={**files, "vllm/models/info.py": INFO_B},
+    )
+    b_files = {**files, "vllm/models/info.py": INFO_B}
+    # Python's word: B's statement in the tree's class (whose base is B's BaseInfo) raises at B.
+    naive = TREE_INFO.replace(
+        "        return [width] * frames\n",
+        "        return [width + self._second(i) for i in range(frames)]\n",
+    )
+    assert _runs_at_b(tmp_path, b_files, naive + "\nVideoInfo(1).placeholder(2)\n") == "AttributeError"
+    root = write_files(tmp_path / "plugin", {"pkg/__init__.py": "", "pkg/info.py": TREE_INFO})
+    result = _adapt(root)
+    out = result.stdout
+    assert "left conflict pkg/info.py:5 vllm.models.info.VideoInfo.placeholder: merge refused" in out, out
+    assert "reads self._second, which the tree's class VideoInfo does not set" in out, out
+    assert (root / "pkg/info.py").read_text() == TREE_INFO
+
+    # Deriving from B's class itself, the helper is inherited: merged, and it runs at B.
+    deriving = TREE_INFO.replace("import BaseInfo", "import VideoInfo as Info").replace("(BaseInfo)", "(Info)")
+    root2 = write_files(tmp_path / "plugin2", {"pkg/__init__.py": "", "pkg/info.py": deriving})
+    result = _adapt(root2)
+    assert "re-synced pkg/info.py:5 vllm.models.info.VideoInfo.placeholder" in result.stdout, result.stdout
+    written = (root2 / "pkg/info.py").read_text()
+    assert "self._second(i)" in written
+    assert _runs_at_b(tmp_path, b_files, written + "\nassert VideoInfo(1).placeholder(2) == [2, 3]\n") == ""

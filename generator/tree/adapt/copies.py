@@ -41,6 +41,7 @@ class CopyJob:
     set_in: Mapping[str, frozenset[str]] = field(default_factory=dict, hash=False, compare=False)
     # B's class of a copied method: the chains under ``self`` it newly sets up, and in which methods (setups)
     set_up: setups.SetUp = field(default_factory=dict, hash=False, compare=False)
+    owner_name: str = ""  # B's class's canonical name: is it in the lineage of the tree's class's vLLM bases
 
 
 @dataclass(frozen=True)
@@ -118,13 +119,14 @@ def resync_file(
                 job.importable,
                 None if bindings is None else functools.partial(bindings.differ, job.module),
                 job.set_in,
+                _at_b(job, bindings),
             )
             if why:
                 result, needed = Conflict(f"merge refused where the copy lives: {why}"), {}
         outcomes.append(CopyOutcome(job.line, job.upstream, result, tuple(sorted(set(needed.values())))))
         found_funcs.append(func)
         needs.append(needed)
-    _hold_set_ups(tree, jobs, found_funcs, outcomes)
+    _hold_set_ups(tree, jobs, found_funcs, outcomes, bindings)
     for index, (copied, outcome, needed) in enumerate(zip(found_funcs, outcomes, needs, strict=True)):
         if copied is None or not isinstance(outcome.result, Merged):
             continue
@@ -150,11 +152,18 @@ def resync_file(
     return out, outcomes
 
 
+def _at_b(job: CopyJob, bindings: imports.Bindings | None) -> fits.VllmClasses | None:
+    if bindings is None or not job.owner_name:
+        return None
+    return fits.VllmClasses(job.owner_name, bindings.vllm_class)
+
+
 def _hold_set_ups(
     module: ast.Module,
     jobs: Sequence[CopyJob],
     funcs: Sequence[ast.FunctionDef | ast.AsyncFunctionDef | None],
     outcomes: list[CopyOutcome],
+    bindings: imports.Bindings | None,
 ) -> None:
     """A merged method that newly reads what B's class sets up in another method is held (a conflict) unless
     the tree's class, as this run leaves it, sets it too (``setups``); held ones change what the run leaves,
@@ -191,7 +200,7 @@ def _hold_set_ups(
                 job.set_up,
                 methods,
                 merged_here,
-                fits.derives(module, classes, job.owner),
+                fits.derives(module, classes, job.owner, _at_b(job, bindings)),
                 runs_base,
             )
             if why:

@@ -8,9 +8,9 @@ merged copy reads unbound and the copy did not must be bound at the top of the t
 builtin), and every ``self.<attribute>`` it reads and the copy did not, and that B's ``__init__`` sets, must
 be set by the tree's class (its body, what its methods assign, the same for its bases in the file), unless
 the tree's class derives from B's and runs B's ``__init__`` (defines none, or calls ``super().__init__``);
-a class of the tree that copies B's class rather than deriving from it (no base it names, nor any the file
-imports from vLLM) gets nothing of B's class, so any attribute B's class gives must be its own. Else the
-copy is a conflict, with which name and why.
+a class of the tree that copies B's class rather than deriving from it (no base it names, nor a vLLM base
+whose lineage at B holds B's class) gets nothing of B's class but what its own vLLM bases give, so any other
+attribute or method B's class gives must be its own. Else the copy is a conflict, with which name and why.
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ import builtins
 import copy
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass
 
 from generator.judge.couplings import signatures
 from generator.judge.couplings.classbody import self_assigned
 from generator.judge.couplings.sites import super_calls
 from generator.judge.resync.check import function_of, unbound
 from generator.judge.resync.merge import header
+from generator.tree.adapt.imports import VllmClass
 
 _MODULE_NAMES = frozenset(dir(builtins)) | {"__name__", "__file__", "__doc__", "__spec__", "__package__", "__path__"}
 Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -42,13 +44,15 @@ def problem(
     importable: Collection[str] = (),
     differ: Callable[[str], tuple[str, str] | None] | None = None,
     set_in: Mapping[str, frozenset[str]] | None = None,
+    at_b: VllmClasses | None = None,
 ) -> str:
     """Empty when the merged copy reads nothing new that the tree lacks; else the one-line reason.
 
     ``importable``: the names an import added to the tree's file will bind (``imports``), counted as bound.
     ``differ``: for a name, what B's module and the tree's file bind it to when the two differ
     (``imports.Bindings``). ``set_in``: the attributes B's class assigns in methods other than ``__init__``,
-    with those methods (``inherited.set_in_methods``).
+    with those methods (``inherited.set_in_methods``). ``at_b``: B's class of the copied method by its
+    canonical name, and the vLLM classes the tree's file binds (``imports.Bindings.vllm_class``).
     """
     mine, result = function_of(ours), function_of(merged)
     if mine is None or result is None:
@@ -74,14 +78,16 @@ def problem(
     # Only what B's class is known to give is looked for: an attribute nothing in B's class sets is
     # upstream's own contract with its callers, as much the copy's as B's.
     set_in = set_in or {}
-    if derives(module, classes, b_class):  # B's class-level names are inherited; its __init__ runs if not replaced
+    # deriving: B's class-level names are inherited; its __init__ runs if not replaced
+    if derives(module, classes, b_class, at_b):
         if why := _set_by_replaced_method(classes, new_attributes - provided, set_in):
             return why
         if _runs_base_init(classes):
             return ""
         wanted, how = b_assigned, "B's __init__ sets it and the tree's class does not run B's"
-    else:  # a class of the tree that copies B's: nothing of B's class reaches it
+    else:  # a class of the tree that copies B's: nothing of B's class reaches it, only its own vLLM bases' gifts
         wanted = b_assigned | b_members | set(set_in)
+        provided |= _given(module, classes, at_b)
         how = f"B's class sets it and {owner.name} does not derive from B's"
     missing = sorted((new_attributes & wanted) - provided)
     if missing:
@@ -184,9 +190,17 @@ def new_globals(module: ast.Module, mine: Function, result: Function) -> set[str
     return new_names - bound - _MODULE_NAMES
 
 
-def derives(module: ast.Module, classes: list[ast.ClassDef], name: str) -> bool:
+@dataclass(frozen=True)
+class VllmClasses:
+    """B's class of a copied method, by its canonical name, and what the tree's file binds a name to at B."""
+
+    owner: str
+    of: Callable[[str], VllmClass | None]
+
+
+def derives(module: ast.Module, classes: list[ast.ClassDef], name: str, at_b: VllmClasses | None = None) -> bool:
     """One of the classes may derive from B's class ``name``: it names it among its bases, or a base the file
-    imports from vLLM (a vLLM subclass of it, which this reading cannot see, is taken to be one)."""
+    imports from vLLM whose lineage at B holds B's class (or one whose lineage is not read: taken to)."""
     from_vllm = _vllm_names(module)
     for cls in classes:
         for base in cls.bases:
@@ -197,9 +211,28 @@ def derives(module: ast.Module, classes: list[ast.ClassDef], name: str) -> bool:
             root = target
             while isinstance(root, ast.Attribute):
                 root = root.value
-            if (name and last == name) or (isinstance(root, ast.Name) and root.id in from_vllm):
+            if name and last == name:
                 return True
+            if isinstance(root, ast.Name) and root.id in from_vllm:
+                found = at_b.of(target.id) if at_b is not None and isinstance(target, ast.Name) else None
+                if found is None or at_b is None or at_b.owner in found.lineage:
+                    return True
     return False
+
+
+def _given(module: ast.Module, classes: list[ast.ClassDef], at_b: VllmClasses | None) -> set[str]:
+    """What the vLLM bases the classes name give their instances at B (a tree's class copying B's may still
+    derive from B's base of it: ``class Info(BaseInfo)`` gets what ``BaseInfo`` has)."""
+    if at_b is None:
+        return set()
+    from_vllm = _vllm_names(module)
+    out: set[str] = set()
+    for cls in classes:
+        for base in cls.bases:
+            target = base.value if isinstance(base, ast.Subscript) else base
+            if isinstance(target, ast.Name) and target.id in from_vllm and (found := at_b.of(target.id)) is not None:
+                out |= found.gives
+    return out
 
 
 def _vllm_names(module: ast.Module) -> set[str]:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from generator.judge.census import newer_syntax
+from generator.judge.couplings import inherited
 from generator.judge.couplings.upstream import Definition, Resolver, bindings_of
 
 
@@ -68,6 +70,26 @@ class Bindings:
             statement = _statement(node, name, self._module, package) or ""
             ours = _dotted(statement) if statement.startswith("from ") else f"{self._module}.{name}"
         return (theirs, ours) if ours != theirs else None
+
+    def vllm_class(self, name: str) -> VllmClass | None:
+        """The vLLM class the tree's file binds ``name`` to, as B has it; None when it binds no class of B's."""
+        node = self._tree.get(name)
+        origin = _origin(self._resolver, node, name, self._module, self._package) if node is not None else ""
+        found = self._resolver.resolve(origin) if origin else None
+        if not isinstance(found, Definition) or found.kind != "class":
+            return None
+        members, assigned = inherited.provides(self._resolver, found)
+        lineage = frozenset(d.name for d in inherited.lineage(self._resolver, found))
+        return VllmClass(lineage, members | assigned)
+
+
+@dataclass(frozen=True)
+class VllmClass:
+    """A vLLM class a tree's class derives from, at B: its canonical name and its bases', and what it gives its
+    instances (the names its lineage binds at class level, what their ``__init__`` methods assign)."""
+
+    lineage: frozenset[str]
+    gives: frozenset[str]
 
 
 def _once_at_top(tree: ast.Module, bindings: Mapping[str, Sequence[ast.AST]]) -> list[tuple[str, ast.AST]]:

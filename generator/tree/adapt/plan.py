@@ -289,7 +289,7 @@ def _copy(
     if base is None or theirs is None:
         plan.left.append(Leftover(c.site, "conflict", c.upstream, "upstream's function cannot be read at A or B"))
         return
-    members, assigned, owner = _class_of(b_resolver, change.new)
+    members, assigned, owner, owner_name = _class_of(b_resolver, change.new)
     module = change.new.module if change.new is not None else ""
     jobs.setdefault(c.path, []).append(
         CopyJob(
@@ -304,6 +304,7 @@ def _copy(
             module,
             _set_in(b_resolver, change.new),
             setups.set_up(a_resolver, b_resolver, change.old, change.new),
+            owner_name,
         )
     )
 
@@ -322,12 +323,13 @@ def _owner(resolver: Resolver, method: Definition | None) -> Definition | None:
     return owner if isinstance(owner, Definition) and owner.kind == "class" else None
 
 
-def _class_of(resolver: Resolver, method: Definition | None) -> tuple[frozenset[str] | None, frozenset[str], str]:
-    """What B's class of a copied method gives its instances (inherited.provides), and its own name."""
+def _class_of(resolver: Resolver, method: Definition | None) -> tuple[frozenset[str] | None, frozenset[str], str, str]:
+    """What B's class of a copied method gives its instances (inherited.provides), its own name and its
+    canonical one."""
     owner = _owner(resolver, method)
     if owner is None:
-        return None, frozenset(), ""
-    return (*inherited.provides(resolver, owner), owner.qualname.rpartition(".")[2])
+        return None, frozenset(), "", ""
+    return (*inherited.provides(resolver, owner), owner.qualname.rpartition(".")[2], owner.name)
 
 
 def _set_in(resolver: Resolver, method: Definition | None) -> dict[str, frozenset[str]]:
