@@ -254,6 +254,10 @@ def suite(args: argparse.Namespace, command: str) -> int:
             peel.collection_uses(work, label_to),
             peel.refused_imports(label_to, tree, work, peeling),
         )
+    review = sum(c.verdict == "review" for c in couplings)  # beside the silent rules: what a person reads
+    doc["review_couplings"] = review
+    if isinstance(doc.get("peeled"), dict):
+        doc["peeled"]["review_couplings"] = review  # type: ignore[index]
     if args.adapt:
         if not python_to.is_file():  # the runs at B were reused, the adapted one may not be
             python_to = suite_venv(project, venv_to, vllm_to, tree, work)

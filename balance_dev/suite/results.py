@@ -58,6 +58,10 @@ def refused(coupling: Coupling, imports: set[tuple[str, int, str]]) -> bool:
     return any(coupling.upstream == name or coupling.upstream.startswith(f"{name}.") for _, _, name in imports)
 
 
+# impact's breaks rules whose code stops running at B rather than raising: no failing test can show them
+SILENT = frozenset({"override-gone", "patch-lands-elsewhere"})
+
+
 def scores(
     attributed: list[Attributed],
     breaks: list[Coupling],
@@ -100,6 +104,14 @@ def scores(
             if c not in failing
         ]
         doc["breaks_executed_failing_share"] = round(len(failing) / len(breaks_run), 3) if breaks_run else None
+        # precision where a failure can show it: the silent rules' code stops running at B, it raises nothing
+        raising = [c for c in breaks_run if c.rule not in SILENT]
+        shown = sum(c in failing for c in raising)
+        doc["breaks_raising_executed_at_from"] = len(raising)
+        doc["breaks_raising_executed_failing_at_to"] = shown
+        doc["breaks_raising_executed_failing_share"] = round(shown / len(raising), 3) if raising else None
+        doc["breaks_silent_executed_at_from"] = len(breaks_run) - len(raising)
+    doc["breaks_silent_couplings"] = sum(c.rule in SILENT for c in breaks)
     return doc
 
 
@@ -311,6 +323,14 @@ def peeled_lines(peeled: Mapping[str, object], label_from: str, label_to: str) -
         rows.append(
             f"  breaks couplings executed at {label_from}: {peeled['breaks_executed_at_from']}, "
             f"of which fail at {label_to}: {peeled['breaks_executed_failing_at_to']}{_split(peeled)}"
+        )
+    if "breaks_raising_executed_at_from" in peeled:
+        rows.append(
+            f"  raising rules: {peeled['breaks_raising_executed_at_from']} executed, "
+            f"{peeled['breaks_raising_executed_failing_at_to']} fail at {label_to}; silent rules "
+            f"({', '.join(sorted(SILENT))}): {peeled['breaks_silent_couplings']} couplings, "
+            f"{peeled['breaks_silent_executed_at_from']} executed; "
+            f"review couplings: {peeled.get('review_couplings', '?')}"
         )
     return rows
 

@@ -227,3 +227,26 @@ def test_peeling_stops_at_its_limit_and_at_a_blocker_no_stand_in_answers() -> No
     again = stopped_at(("tests/ut/", gone))
     looped = peel.peel_rounds(again, lambda round_, peels: again, limit=10)
     assert ([p.peel.path for p in looped.peels], looped.stopped) == (["vllm.z"], "unpeelable")
+
+
+def test_the_raising_rules_precision_leaves_the_silent_rules_apart() -> None:
+    # An override of a method B's base dropped stops being called at B (override-gone): no failing test can
+    # show it, so the raising rules' precision leaves it out and counts it beside them. Written by hand.
+    def made(site: str, rule: str) -> attribute.Coupling:
+        return attribute.Coupling(
+            "override", site, f"vllm.x.{rule}", "removed", "breaks", scopes.Scope(site, ()), rule=rule
+        )
+
+    refused, silent, quiet = (
+        made("p/a.py:1", "refuses-b-call"),
+        made("p/b.py:1", "override-gone"),
+        made("p/c.py:1", "call-refused"),
+    )
+    failed = attribute.Attributed(
+        "t.py::test_a", "TypeError", (attribute.Hit("p/a.py:1", refused.upstream, "breaks", "refuses-b-call"),)
+    )
+    doc = results.scores([failed], [refused, silent, quiet], [refused, silent, quiet])
+    assert (doc["breaks_executed_at_from"], doc["breaks_executed_failing_at_to"]) == (3, 1)
+    assert (doc["breaks_raising_executed_at_from"], doc["breaks_raising_executed_failing_at_to"]) == (2, 1)
+    assert doc["breaks_raising_executed_failing_share"] == 0.5
+    assert (doc["breaks_silent_couplings"], doc["breaks_silent_executed_at_from"]) == (1, 1)
