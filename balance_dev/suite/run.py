@@ -93,7 +93,9 @@ def run_suite(
     """pytest over ``tests`` in ``tree`` as ``ci`` runs it; ``peels``: with the stand-ins that file names
     (peel.py); ``extra_env``: only the suite's own tests set it (a fake vLLM on PYTHONPATH)."""
     records, log = work / f"{label}.records.jsonl", work / f"{label}.log"
-    for stale in (records, log, *([coverage_file] if coverage_file else [])):
+    # the meta is written last: a run cut short leaves none, and --reuse-runs never takes its partial records
+    meta_file = work / f"{label}.meta.json"
+    for stale in (meta_file, records, log, *([coverage_file] if coverage_file else [])):
         stale.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTEST_ADDOPTS")}
     env |= dict(ci.env) | {RECORDS_ENV: str(records), "VLLM_CACHE_ROOT": str(work / "vllm-cache")}
@@ -107,7 +109,7 @@ def run_suite(
     run.seconds = time.monotonic() - started
     run.status = status
     meta = {"seconds": run.seconds, "status": status, "command": cmd}
-    (work / f"{label}.meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    meta_file.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     say(f"{label}: pytest exited {status} in {run.seconds:.0f} s: {run.counts()}")
     return run
 

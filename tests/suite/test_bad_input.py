@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from balance_dev.package_index import serve
 from balance_dev.suite import cli, venvs
 
@@ -26,3 +28,26 @@ def test_the_package_pip_could_not_install_is_named(tmp_path: Path) -> None:
     )
     assert venvs.pip_error(log) == "ERROR: No matching distribution found for xlite==9.9"
     assert venvs.pip_error(tmp_path / "none.log") == "no pip error line"
+
+
+def test_a_run_cut_short_is_never_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A run that completed once leaves its meta; the same label run again and cut short (the harness killed
+    # mid-run: a restart, ^C) must not leave that old meta beside its partial records, or --reuse-runs would
+    # count the tests it never ran as passing. Cut short here where pytest would be running.
+    from balance_dev.suite import run
+
+    work, tree = tmp_path / "work", tmp_path / "tree"
+    work.mkdir()
+    tree.mkdir()
+    (work / "at-vB.meta.json").write_text('{"seconds": 1, "status": 0, "command": []}\n')
+    (work / "at-vB.log").write_text("an earlier, complete run\n")
+    (work / "at-vB.records.jsonl").write_text("")
+
+    def cut(*args: object, **kwargs: object) -> int:
+        (work / "at-vB.log").write_text("half a run\n")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "run_logged", cut)
+    with pytest.raises(KeyboardInterrupt):
+        run.run_suite("at-vB", tmp_path / "python", tree, work, ["tests"], 60)
+    assert not run.has_run("at-vB", work)
