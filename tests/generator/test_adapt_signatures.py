@@ -348,7 +348,11 @@ def test_span_runs_at_a_as_it_did_and_at_b_as_plain_adapt(tmp_path: Path, local_
     assert "gates written" in result.stdout and " 0 gates written" not in result.stdout
     assert _run(tmp_path / "a1", {**RELEASE_A, **A_FILES}, root, at_a, "1.0.0") == was
     assert _run(tmp_path / "b1", {**RELEASE_B, **B_FILES}, root, AT_B, "1.1.0") == EXPECTED_AT_B
-    assert 'if vllm_version_is("1.0.0"):' in (root / "pkg/coord.py").read_text()
+    # A rename is gated whole (A's callers use the old name); a parameter added after the others, sent on only
+    # off B's default, is written once: no call of A's reaches it, and each def stays where it was.
+    assert 'if vllm_version_is("1.0.0"):' in (root / "pkg/runner.py").read_text()
+    coord = (root / "pkg/coord.py").read_text()
+    assert "vllm_version_is" not in coord and "lookahead" in coord
 
 
 def test_span_with_no_helper_writes_no_signature(tmp_path: Path, local_index: dict[str, bytes]) -> None:

@@ -260,3 +260,19 @@ def test_the_helper_s_import_goes_as_the_file_lays_it_out(trees: tuple[Path, Pat
     assert _adapt(root, "--only", "gates").exit_code == 0
     text = (root / "pkg/both.py").read_text()
     assert text.startswith("from pkg.utils import (\n    other,\n)\nfrom pkg.utils import other as also\n"), text
+
+
+def test_a_script_that_imports_nothing_of_the_package_is_left_not_gated(trees: tuple[Path, Path]) -> None:
+    # An example run on its own (``python examples/serve.py``, a subprocess of a test) may not have the package
+    # where it runs: importing the gate helper into it would break it at A and B both. It is left, said, and
+    # the same file in the package is spanned as ever; plain adapt rewrites both.
+    root, plain = trees
+    for tree in (root, plain):
+        write_files(tree, {"examples/serve.py": USE})
+    spanned, planned = _adapt(root, "--span"), _adapt(plain)
+    assert (root / "examples/serve.py").read_text() == USE
+    assert "left unspanned examples/serve.py" in spanned.stdout, spanned.stdout
+    assert "imports nothing of pkg" in spanned.stdout
+    assert "from pkg.utils import vllm_version_is" in (root / "pkg/use.py").read_text()
+    assert (plain / "examples/serve.py").read_text() == (plain / "pkg/use.py").read_text()
+    assert planned.exit_code == spanned.exit_code == 1

@@ -15,7 +15,10 @@ way B calls what it replaces. Where B changed that signature (``params.Delta``) 
 
 Every edit is libcst's, in place (``cstedits``): each other byte of the file stays. Under ``--span`` the whole
 function is written twice behind the tree's gate (A's as it was, the one following B): A's callers and what
-A's function wraps keep what they had.
+A's function wraps keep what they had. Unless what it gets leaves A's calls as they were: parameters B added
+that no call of A's code can fill (keyword-only, or after every positional one with no ``*args``), each sent
+on only off B's default, which A's callers never pass: then it is written once, as plain ``adapt`` writes it
+(a test reading the class's source by its methods' names still finds each ``def`` where it was).
 """
 
 from __future__ import annotations
@@ -113,13 +116,13 @@ def follow(
             target.b_name,
         )
         reader = Reader(fn, context)
-        written, params, refused = _one(target, fn, reader, top, edits)
+        written, params, refused, a_safe = _one(target, fn, reader, top, edits)
         if owner in classes:
             taken[(owner, method)] = None if reader.any_keyword else frozenset(param_names(params))
         if refused:
             left.append(NotFollowed(target.site, target.upstream, *refused))
         if written:
-            if span is not None:
+            if span is not None and not a_safe:
                 edits.gated.add(id(fn))
             done.append(Followed(target.site, target.upstream, tuple(written)))
     if not done:
@@ -171,12 +174,13 @@ def _vllm_imports(tree: ast.Module) -> dict[str, str]:
 
 def _one(
     target: Target, fn: cst.FunctionDef, reader: Reader, top: set[str], edits: Edits
-) -> tuple[list[str], cst.Parameters, tuple[str, bool] | None]:
-    """The edits of one function (into ``edits``), in words; its parameters after them; and why what was not
-    written was not (and whether a person must act)."""
+) -> tuple[list[str], cst.Parameters, tuple[str, bool] | None, bool]:
+    """The edits of one function (into ``edits``), in words; its parameters after them; why what was not
+    written was not (and whether a person must act); and whether the edits leave A's calls as they were."""
     delta = target.delta
     written: list[str] = []
     problems: list[tuple[str, bool]] = []
+    a_safe = True  # what is written leaves every call A's code makes as it was
     new_params = fn.params
     own = reader.own
     for old, new in delta.renamed:
@@ -185,12 +189,14 @@ def _one(
         new_params = renamed_param(new_params, old, new)
         for read in reader.reads(old):
             edits.names[id(read)] = new
+        a_safe = False  # A's callers pass it by its old name
         written.append(f"renamed {old} -> {new} (B's name), where the body reads it")
         written += reader.rename_forward(old, new, edits)
     for gone in delta.removed:
         if gone not in own:
             continue
         dropped, by_position = reader.drop_forward(gone, edits)
+        a_safe = a_safe and not dropped  # A's function still wants what is no longer sent
         written += dropped
         if by_position:
             problems.append((f"{gone}, which B removed, goes to B's function by position: {by_position}", True))
@@ -207,6 +213,8 @@ def _one(
             problem = placed if isinstance(placed, str) else "its default reads a name of B's module the file lacks"
             problems.append((f"B added {p.name}: {problem}", True))
             continue
+        put, unreached = placed
+        a_safe = a_safe and unreached
         forwards, not_to = reader.forward(p.name, _defaulted(p.name, default), edits)
         if not forwards:
             why = (
@@ -217,14 +225,14 @@ def _one(
             problems.append((why, True))
             continue
         annotation = _expression(p.annotation, top) if _annotated(fn) else None
-        new_params = placed(_param(p.name, annotation, default))
+        new_params = put(_param(p.name, annotation, default))
         written.append(f"took {_shown(p.name, annotation, default)} (B's place and default)")
         written += [f"forwarded {p.name} to {where} (when it is not the default)" for where in forwards]
         written += [f"not forwarded to {where}: it does not take {p.name}" for where in not_to]
     if new_params is not fn.params:
         edits.params[id(fn.params)] = new_params
     why = "; ".join(w for w, _ in problems)
-    return written, new_params, ((why, any(work for _, work in problems)) if why else None)
+    return written, new_params, ((why, any(work for _, work in problems)) if why else None), a_safe
 
 
 class _Defs(cst.CSTVisitor):
@@ -325,9 +333,11 @@ def _param(name: str, annotation: cst.BaseExpression | None, default: cst.BaseEx
 
 def _place(
     ps: cst.Parameters, p: signature.Parameter, b_node: signature.FunctionNode, positional: bool
-) -> Callable[[cst.Param], cst.Parameters] | str:
+) -> tuple[Callable[[cst.Param], cst.Parameters], bool] | str:
     """Where ``p`` goes in the tree's parameters: after the nearest of B's parameters before it the tree has,
-    in the same part (positional, keyword-only); a function putting it there, or why it has no place."""
+    in the same part (positional, keyword-only); a function putting it there, and whether no call A's code
+    makes can reach it (keyword-only, or after every positional parameter with no ``*args`` to take more),
+    or why it has no place."""
     b = signature.parameters(b_node)
     before = [q.name for q in b[: [q.name for q in b].index(p.name)]]
     if p.kind == "keyword_only" and (ps.kwonly_params or ps.star_arg is not cst.MaybeSentinel.DEFAULT):
@@ -349,4 +359,5 @@ def _place(
     def put(new: cst.Param) -> cst.Parameters:
         return ps.with_changes(**{field_name: inserted(part, at, new)})
 
-    return put
+    unreached = field_name == "kwonly_params" or (at == len(part) and not isinstance(ps.star_arg, cst.Param))
+    return put, unreached

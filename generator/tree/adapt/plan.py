@@ -19,7 +19,7 @@ from pathlib import Path
 from generator.judge.census import newer_syntax
 from generator.judge.couplings import changes, inherited
 from generator.judge.couplings.impact import Impact
-from generator.judge.couplings.record import Coupling
+from generator.judge.couplings.record import Coupling, is_test
 from generator.judge.couplings.upstream import Definition, Resolver
 from generator.judge.resync import Conflict, Merged, Redundant, Unchanged
 from generator.sources.package import Package
@@ -37,7 +37,7 @@ class Leftover:
 
     site: str
     # conflict | removed | redundant | unchanged | signature | parameter | name | guarded | skipped | regenerated
-    # | gate
+    # | gate | unspanned
     kind: str
     upstream: str
     why: str
@@ -53,7 +53,7 @@ class Leftover:
 # The leftovers that make ``adapt`` exit 1 (docs/adapt.md, "Exit codes"): a copy not re-synced, a moved name
 # not rewritten, a name gone, a parameter B's calls pass that the tree's function could not be given. The rest
 # are reported for a person's judgement but need no edit to run at B.
-WORK = ("conflict", "name", "regenerated", "parameter")
+WORK = ("conflict", "name", "regenerated", "parameter", "unspanned")
 
 
 @dataclass
@@ -378,6 +378,7 @@ def _file(
             plan.left.append(Leftover(f"{path}:{job.line}", "regenerated", job.upstream, why))
         jobs, text = [], start
     started = text
+    counts = (len(plan.merged), len(plan.renamed), len(plan.followed))
     if jobs:
         module = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
         bindings = imports.Bindings(
@@ -418,6 +419,17 @@ def _file(
             kind = "parameter" if x.work else "signature"
             plan.left.append(Leftover(x.site, kind, x.upstream, x.why, form.details.get(x.site, "")))
     written = new.count(form.span.test) - started.count(form.span.test) if form.span and form.span.helper else 0
+    if form.span is not None and written and not _reaches_helper(path, new, form.span):
+        # a file outside the helper's package that imports nothing of it (an example, a script run on its
+        # own): importing the gate there may fail where it runs; plain adapt's B-only form would drop A
+        merged, renamed, followed = counts
+        del plan.merged[merged:], plan.renamed[renamed:], plan.followed[followed:]
+        why = (
+            f"under --span: the file imports nothing of {(form.span.helper or '').split('.')[0]} (run on its own?), so "
+            f"its gate cannot be imported there safely; plain adapt's edits of it are left for a person"
+        )
+        plan.left.append(Leftover(path, "unspanned", "", why))
+        new, written = started, 0
     if form.span is not None and written:
         new = _with_helper(new, form.span)
         plan.gated.append((path, written))
@@ -426,6 +438,21 @@ def _file(
     if new != started:
         plan.read[where] = data
         plan.write[where] = new.encode("utf-8")
+
+
+def _reaches_helper(path: str, text: str, span: Span) -> bool:
+    """The gate helper can be imported where the file runs: the file is in the helper's package, a test (run
+    in the tree, where the package is), or already imports from it."""
+    package = (span.helper or "").split(".")[0]
+    if path.split("/")[0] == package or is_test(path):
+        return True
+    module = newer_syntax.parse(text, "<tree>")[0]
+    for n in ast.walk(module):
+        if isinstance(n, ast.Import) and any(a.name.split(".")[0] == package for a in n.names):
+            return True
+        if isinstance(n, ast.ImportFrom) and not n.level and (n.module or "").split(".")[0] == package:
+            return True
+    return False
 
 
 def _with_helper(text: str, span: Span) -> str:
