@@ -4,7 +4,8 @@ A copy is a function of P_A (its file and qualified name) and the vLLM function 
 at B. The maintainers *re-synced* it when P_B's function (same file, same qualified name) differs
 from P_A's; they *left it stale* when it is P_A's; it is *gone* when P_B has no such function. What
 ``adapt`` did is what its report says (re-synced, conflict) and what its tree holds. Functions are
-equal when their statement keys are (``statements.plain``: formatting, comments, docstrings aside).
+equal when their statement keys are (``statements.plain``: formatting, comments, docstrings aside). What
+``adapt`` is held to starts from the copy with the gates B makes dead retired (``gates``), which the bump does.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from balance_dev.adapt_history import statements
+from balance_dev.adapt_history import gates, statements
 from balance_dev.adapt_history.statements import Located
 
 
@@ -30,6 +31,7 @@ class CopyInput:
     p_b: ast.Module | None  # None: P_B has no such file
     adapted: ast.Module
     reported: str | None  # adapt's report for the copy: re-synced | conflict | None (not named)
+    to: str = ""  # release B (``v0.29.0``): the copy's gates dead there are retired with the bump (gates.py)
 
 
 @dataclass
@@ -80,6 +82,8 @@ def judge(copy: CopyInput) -> CopyRow | None:
     if found is None:
         return None
     ours = statements.keys(found.node)
+    # what adapt starts from: the copy with the version gates B makes dead retired (adapt's gates part)
+    start = statements.keys(gates.folded(found.node, copy.to)) if copy.to else ours
     theirs_b = _pair(copy.p_b, found)
     adapted = _pair(copy.adapted, found)
     problems: list[str] = []
@@ -92,7 +96,7 @@ def judge(copy: CopyInput) -> CopyRow | None:
     else:
         maintainers = "stale"
     result = statements.keys(adapted.node) if adapted is not None else ours
-    changed = result != ours
+    changed = result not in (ours, start)
     if copy.reported in ("re-synced", "conflict"):
         action = copy.reported
     else:
@@ -109,7 +113,7 @@ def judge(copy: CopyInput) -> CopyRow | None:
         row.held = statements.held(wanted, ours, result)
     if changed or action == "re-synced":
         # A merge may equal the copy: it held B's changes already. The check says whether it does.
-        row.check = statements.check(base, ours, theirs, result)
+        row.check = statements.check(base, start, theirs, result)
         row.unchanged = not changed
     return row
 

@@ -171,6 +171,7 @@ def judge_pair(
                 trees[1],
                 trees[2],
                 reported.get((file, int(line))),
+                str(report.get("to") or ""),
             )
         )
         if row is not None:

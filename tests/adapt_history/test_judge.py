@@ -486,3 +486,25 @@ def test_signatures_compare_what_each_takes_of_b_s_new_parameters() -> None:
         "adapt_same_calls": 0,
         "adapt_changed_where_maintainers_did_not": 0,
     }
+
+
+def test_a_conflict_whose_dead_gates_were_retired_is_the_copy_as_the_bump_leaves_it() -> None:
+    # The copy gates a statement on a release older than B: retiring that gate is the bump's (adapt's gates
+    # part), so a conflict that only lost the dead branch is no problem, and one that changed more still is.
+    gated = COPY.replace("    b = 2\n", '    if vllm_version_is("0.9.0"):\n        b = 0\n    else:\n        b = 2\n')
+    assert gated != COPY
+    retired = COPY
+    live = gated.replace('"0.9.0"', '"1.1.0"')  # a gate naming B: live, and kept
+    for tree, problem in ((retired, False), (RESYNCED, True)):
+        made = copies.CopyInput(
+            "plug/sched.py", 2, "vllm.core.Scheduler.step", ast.parse(BASE).body[0], ast.parse(THEIRS).body[0],
+            _module(gated), None, _module(tree), "conflict", "v1.1.0",
+        )  # fmt: skip
+        row = copies.judge(made)
+        assert row is not None and bool(row.problems) is problem, (tree, row.problems)
+    kept = copies.CopyInput(
+        "plug/sched.py", 2, "vllm.core.Scheduler.step", ast.parse(BASE).body[0], ast.parse(THEIRS).body[0],
+        _module(live), None, _module(retired), "conflict", "v1.1.0",
+    )  # fmt: skip
+    row = copies.judge(kept)
+    assert row is not None and row.problems  # B's own gate is live: folding it away is a change
