@@ -202,7 +202,7 @@ def test_bump_failures_and_theirs(runs: tuple[Path, outcomes.SuiteRun, outcomes.
 
 def test_each_failure_named(runs: tuple[Path, outcomes.SuiteRun, outcomes.SuiteRun]) -> None:
     tree, at_from, at_to = runs
-    outlines = scopes.Outlines(tree)
+    outlines = scopes.outlines(tree)
     site_scopes = {str(c["site"]): scopes.scope_of(outlines, str(c["kind"]), str(c["site"])) for c in COUPLINGS}
     couplings = attribute.couplings_of({"symbols": SYMBOLS}, site_scopes, COUPLINGS)
     named = attribute.attribute(outcomes.bump_failures(at_from, at_to), couplings)
@@ -220,7 +220,7 @@ def test_no_verdict_yet_is_unjudged(runs: tuple[Path, outcomes.SuiteRun, outcome
     """impact without verdicts (before they land): the hits stand, the failure's class is ``unjudged``."""
     tree, at_from, at_to = runs
     bare = [{k: v for k, v in c.items() if k != "verdict"} for c in COUPLINGS]
-    outlines = scopes.Outlines(tree)
+    outlines = scopes.outlines(tree)
     site_scopes = {str(c["site"]): scopes.scope_of(outlines, str(c["kind"]), str(c["site"])) for c in bare}
     named = attribute.attribute(
         outcomes.bump_failures(at_from, at_to), attribute.couplings_of({"symbols": SYMBOLS}, site_scopes, bare)
@@ -231,7 +231,7 @@ def test_no_verdict_yet_is_unjudged(runs: tuple[Path, outcomes.SuiteRun, outcome
 
 def test_executed_breaks_counted(runs: tuple[Path, outcomes.SuiteRun, outcomes.SuiteRun]) -> None:
     tree, at_from, at_to = runs
-    outlines = scopes.Outlines(tree)
+    outlines = scopes.outlines(tree)
     site_scopes = {str(c["site"]): scopes.scope_of(outlines, str(c["kind"]), str(c["site"])) for c in COUPLINGS}
     couplings = attribute.couplings_of({"symbols": SYMBOLS}, site_scopes, COUPLINGS)
     breaks = [c for c in couplings if c.verdict == "breaks"]
@@ -253,7 +253,7 @@ def test_executed_is_the_call_impact_names_and_an_override_s_body(
         {**coupling("import", "plugin/caller.py:1", "vllm.c.helper", "changed", "breaks"), "at_line": 5},
         {**coupling("override", "plugin/sub.py:5", "vllm.b.Base.step", "changed", "breaks")},
     ]
-    outlines = scopes.Outlines(tree)
+    outlines = scopes.outlines(tree)
     site_scopes = {str(c["site"]): scopes.scope_of(outlines, str(c["kind"]), str(c["site"])) for c in raw}
     call, override = attribute.couplings_of({"symbols": SYMBOLS}, site_scopes, raw)
     imported_and_defined = {"plugin/caller.py": {1, 4}, "plugin/sub.py": {1, 4, 5}}
@@ -306,17 +306,17 @@ def test_a_scope_read_from_the_cache_follows_the_file_as_it_is_now(tmp_path: Pat
     (tree / "pkg").mkdir(parents=True)
     source = tree / "pkg" / "runner.py"
     source.write_text("class Runner:\n    def step(self):\n        return 1\n")
-    first = scopes.Outlines(tree)
+    first = scopes.outlines(tree)
     assert scopes.scope_of(first, "override", "pkg/runner.py:2") == scopes.Scope(
         "pkg/runner.py", ((2, 3),), "Runner.step", (3, 3)
     )
     first.save()
-    again = scopes.Outlines(tree)
+    again = scopes.outlines(tree)
     assert scopes.scope_of(again, "override", "pkg/runner.py:2").qualname == "Runner.step"
-    assert not again._added  # answered from the pack
+    assert not again.added  # answered from the pack
     edited_text = "import os\n\n\nclass Runner:\n    @staticmethod\n    def step():\n        x = 1\n        return x\n"
     source.write_text(edited_text)
-    edited = scopes.Outlines(tree)
+    edited = scopes.outlines(tree)
     assert scopes.scope_of(edited, "override", "pkg/runner.py:5") == scopes.Scope(
         "pkg/runner.py", ((5, 8),), "Runner.step", (7, 8)
     )

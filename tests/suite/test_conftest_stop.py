@@ -71,7 +71,7 @@ def test_conftest_stop_fails_every_test(tmp_path: Path) -> None:
         "tests/ut/test_a.py::test_one",
         "tests/ut/test_a.py::test_two",
     ]
-    outlines = scopes.Outlines(tree)
+    outlines = scopes.outlines(tree)
     site_scopes = {str(c["site"]): scopes.scope_of(outlines, str(c["kind"]), str(c["site"])) for c in COUPLINGS}
     named = attribute.attribute(failures, attribute.couplings_of({}, site_scopes, COUPLINGS))
     assert {(h.site, h.upstream, h.rule) for a in named for h in a.hits} == {

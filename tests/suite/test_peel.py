@@ -133,7 +133,7 @@ def test_peeling_runs_past_each_blocker_in_order(tmp_path: Path) -> None:
     # nothing of the tree changed: the stand-ins live in the pytest process only
     assert all((tree / name).read_text("utf-8") == text for name, text in TREE.items())
 
-    outlines = scopes.Outlines(tree)
+    outlines = scopes.outlines(tree)
     site_scopes = {str(c["site"]): scopes.scope_of(outlines, str(c["kind"]), str(c["site"])) for c in COUPLINGS}
     couplings = attribute.couplings_of({}, site_scopes, COUPLINGS)
     named = attribute.attribute(outcomes.bump_failures(at_from, peeled), couplings)

@@ -15,7 +15,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
+from generator.judge.explain.filepack import FilePack
+
 _DEPTH = 20
+_PACK = "explain-classes-1"  # the pack's name: bumped when ``Bases`` changes shape
 
 
 def _imports(module: ast.Module) -> dict[str, str]:
@@ -45,10 +48,31 @@ def _dotted(expr: ast.expr, imports: dict[str, str]) -> str | None:
     return None
 
 
-def read(root: Path, paths: Iterable[str], names: Iterable[str] | None = None) -> dict[str, set[tuple[str, str]]]:
+Bases = tuple[tuple[str, str], ...]  # a file's classes: (class name, a base as the file writes it, dotted)
+
+
+def _bases(data: bytes, path: str) -> Bases | None:
+    try:
+        module = ast.parse(data, filename=path)
+    except (SyntaxError, ValueError):
+        return None
+    imports = _imports(module)
+    return tuple(
+        (node.name, dotted)
+        for node in ast.walk(module)
+        if isinstance(node, ast.ClassDef)
+        for base in node.bases
+        if (dotted := _dotted(base, imports)) is not None
+    )
+
+
+def read(
+    root: Path, paths: Iterable[str], names: Iterable[str] | None = None, pack: FilePack[Bases] | None = None
+) -> dict[str, set[tuple[str, str]]]:
     """Each class name of the tree -> (the file importing it, a vLLM class it derives from). ``names``: only
     these classes are asked about (an error names them): only the files defining them, and then the tree's
-    classes they derive from, are parsed."""
+    classes they derive from, are read. ``pack``: where each file's reading is kept by its digest."""
+    pack = pack if pack is not None else FilePack(_PACK, root, _bases)
     texts: dict[str, str] = {}
     for rel in sorted(set(paths)):
         try:
@@ -68,16 +92,8 @@ def read(root: Path, paths: Iterable[str], names: Iterable[str] | None = None) -
             break
         for rel in todo:
             parsed.add(rel)
-            try:
-                module = ast.parse(texts[rel])
-            except (SyntaxError, ValueError):
-                continue
-            imports = _imports(module)
-            for node in ast.walk(module):
-                if isinstance(node, ast.ClassDef):
-                    for base in node.bases:
-                        if (dotted := _dotted(base, imports)) is not None:
-                            direct[node.name].add((rel, dotted))
+            for name, dotted in pack.get(rel) or ():
+                direct[name].add((rel, dotted))
         if wanted is None:
             break
         more = {
@@ -89,6 +105,7 @@ def read(root: Path, paths: Iterable[str], names: Iterable[str] | None = None) -
         if more <= wanted:
             break
         wanted |= more
+    pack.save()
     found: dict[str, set[tuple[str, str]]] = {}
 
     def vllm_bases(name: str, depth: int) -> set[tuple[str, str]]:

@@ -31,7 +31,7 @@ class Attribution:
         self.tree, self.impact = tree, impact
         self.raw: list[Mapping[str, Any]] = list(impact["couplings"])
         self._scopes: dict[str, scopes.Scope] = {}
-        self._outlines = scopes.Outlines(tree)
+        self._outlines = scopes.outlines(tree)
         self.bases: dict[str, set[tuple[str, str]]] = {}
         self._read: set[str] = set()  # the class names whose tree bases were read
         self._texts: dict[str, str] = {}

@@ -5,24 +5,20 @@ that function too, since the failure comes when it runs); ``copy`` and ``overrid
 whose ``def`` (or decorator) is at the site; ``declared``: nothing (a registry comment runs nowhere).
 
 A file is read once into its outline (its functions' and statements' lines), kept in the cache by the
-file's digest: a warm ``explain`` parses no file it has read before.
+file's digest (``filepack``): a warm ``explain`` parses no file it has read before.
 """
 
 from __future__ import annotations
 
 import ast
-import contextlib
-import hashlib
-import pickle
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.sources import cache
+from generator.judge.explain.filepack import FilePack
 
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _OUTLINES = "explain-outlines-1"  # the pack's name: bumped when ``Outline`` changes shape
-_KEPT = 8192  # outlines a pack holds before the ones this run did not read are dropped
 
 
 @dataclass(frozen=True)
@@ -83,67 +79,19 @@ def _outline(module: ast.Module) -> Outline:
     return Outline(tuple(functions), innermost)
 
 
-class Outlines:
+def _read(data: bytes, path: str) -> Outline | None:
+    try:
+        return _outline(ast.parse(data, filename=path))
+    except (SyntaxError, ValueError):
+        return None
+
+
+def outlines(root: Path) -> FilePack[Outline]:
     """The outlines of one tree's files, read when first asked, by the digest of each file's bytes."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self._by_path: dict[str, Outline | None] = {}
-        where = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24]
-        self._pack = cache.cache_root() / _OUTLINES / f"{where}.pickle"
-        self._known: dict[str, Outline] | None = None
-        self._added = False
-
-    def get(self, path: str) -> Outline | None:
-        if path not in self._by_path:
-            self._by_path[path] = self._read(path)
-        return self._by_path[path]
-
-    def _read(self, path: str) -> Outline | None:
-        try:
-            data = (self.root / path).read_bytes()
-        except OSError:
-            return None
-        digest = hashlib.sha256(data).hexdigest()
-        known = self._load()
-        if digest in known:
-            return known[digest]
-        try:
-            module = ast.parse(data, filename=path)
-        except (SyntaxError, ValueError):
-            return None
-        known[digest] = outline = _outline(module)
-        self._added = True
-        return outline
-
-    def _load(self) -> dict[str, Outline]:
-        if self._known is None:
-            self._known = {}
-            data = cache.load_at(self._pack)
-            if data is not None:
-                try:
-                    found = pickle.loads(data)
-                except Exception:
-                    found = None
-                if isinstance(found, dict):
-                    self._known = found
-        return self._known
-
-    def save(self) -> None:
-        """Keep what was read for the next run (past a bound, only the files as this run read them)."""
-        if not self._added:
-            return
-        known = self._load()
-        if len(known) > _KEPT:
-            now = {id(o) for o in self._by_path.values() if o is not None}
-            known = {d: o for d, o in known.items() if id(o) in now}
-        # a cache that cannot be written costs the next run its parsing, nothing else
-        with contextlib.suppress(OSError):
-            cache.store_at(self._pack, pickle.dumps(known, protocol=pickle.HIGHEST_PROTOCOL))
-        self._added = False
+    return FilePack(_OUTLINES, root, _read)
 
 
-def scope_of(outlines: Outlines, kind: str, site: str) -> Scope:
+def scope_of(outlines: FilePack[Outline], kind: str, site: str) -> Scope:
     path, _, line_text = site.rpartition(":")
     line = int(line_text)
     outline = outlines.get(path)
