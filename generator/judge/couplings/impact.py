@@ -15,6 +15,7 @@ import ast
 import contextlib
 import difflib
 import functools
+import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -86,9 +87,14 @@ def _vllm(ref: Ref, exports: Exports, modules: frozenset[str]) -> list[Ref]:
 
 
 def found(
-    tree: _Tree, index: census_index.UpstreamIndex, declared: Sequence[Declared], progress: Progress = no_progress
+    tree: _Tree,
+    index: census_index.UpstreamIndex,
+    declared: Sequence[Declared],
+    progress: Progress = no_progress,
+    memo: Judged | None = None,
 ) -> list[Coupling]:
-    """The couplings the tree makes, before any is judged (overrides come with judging: they need B too)."""
+    """The couplings the tree makes, before any is judged (overrides come with judging: they need B too).
+    ``memo``: where the tree's copies are kept, by what was matched (the functions that could be copies)."""
     modules, exports = tree_modules(tree.scans)
     functions = {scan.module.removeprefix("src."): scan.functions for scan in tree.scans}
     lineage = Lineage(tree.scans)
@@ -121,15 +127,27 @@ def found(
                 )
             if site.kind == "patch" and site.detail in TEST_PATCHES and not site.creates:
                 out += _inherited_member(site, scan.path, lineage)
-    matches = matching.outermost([m for f in tree.functions if (m := matching.match(f, index)) is not None])
     label = index.source.files.label
-    progress(f"{len(matches)} copies of vLLM {label}'s functions among {len(tree.functions)}")
+    # Only a function named as one of A's and big enough can be a copy: what is matched, and kept by it
+    asked = [f for f in tree.functions if f.size >= matching.MIN_MATCHED and f.name in index.by_name]
+    key = hashlib.sha256(repr([(f.path, f.line, f.qualname, f.keys) for f in asked]).encode()).hexdigest()
+    copies = memo.get("copies", key, functools.partial(_copies, asked, index)) if memo else _copies(asked, index)
+    progress(f"{len(copies)} copies of vLLM {label}'s functions among {len(tree.functions)}")
+    out += [Coupling("copy", path, line, upstream, detail) for path, line, upstream, detail in copies]
+    out += [Coupling("declared", d.path, d.line, d.symbol, f"entry {d.entry}" if d.entry else "") for d in declared]
+    return out
+
+
+def _copies(functions: Sequence[Function], index: census_index.UpstreamIndex) -> tuple[tuple[str, int, str, str], ...]:
+    """The functions that are copies of A's (census's match, the outermost of nested ones): where, of what, how far."""
+    matches = matching.outermost([m for f in functions if (m := matching.match(f, index)) is not None])
+    label = index.source.files.label
+    out = []
     for m in matches:
         module = m.upstream.path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
         detail = f"{m.comparison.differing} statements differ from vLLM {label}'s"
-        out.append(Coupling("copy", m.function.path, m.function.line, f"{module}.{m.upstream.qualname}", detail))
-    out += [Coupling("declared", d.path, d.line, d.symbol, f"entry {d.entry}" if d.entry else "") for d in declared]
-    return out
+        out.append((m.function.path, m.function.line, f"{module}.{m.upstream.qualname}", detail))
+    return tuple(out)
 
 
 def _inherited_member(site: sites.Site, path: str, lineage: Lineage) -> list[Coupling]:
@@ -368,11 +386,11 @@ def run(
     tree = read_tree(root, paths, old.label, set(index.by_name), progress)
     seconds["tree"] = time.monotonic() - clock
     clock = time.monotonic()
-    couplings = found(tree, index, declared, progress)
-    seconds["copies"] = time.monotonic() - clock
-    clock = time.monotonic()
     a, b = Resolver(old), Resolver(new)
     memo = Judged(root, paths, a, b)
+    couplings = found(tree, index, declared, progress, memo)
+    seconds["copies"] = time.monotonic() - clock
+    clock = time.monotonic()
     couplings += overrides(tree, a, b, memo)
     seconds["overrides"] = time.monotonic() - clock
     clock = time.monotonic()
