@@ -28,13 +28,9 @@ def _dead(node: ast.Call, b: Version) -> bool:
         return False
 
 
-class _Fold(ast.NodeTransformer):
-    def __init__(self, b: Version) -> None:
-        self.b = b
-
-    def visit_Call(self, node: ast.Call) -> ast.AST:
-        self.generic_visit(node)
-        return ast.Constant(False) if _dead(node, self.b) else node
+class ConstantFolding(ast.NodeTransformer):
+    """``not``, ``and``/``or``, ``a if c else b`` and ``if`` folded where a subclass's ``visit_Call`` made a gate
+    a constant: the reading of a gated file as one release runs it (the span tests fold with it too)."""
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
         self.generic_visit(node)
@@ -67,6 +63,15 @@ class _Fold(ast.NodeTransformer):
         if isinstance(node.test, ast.Constant) and isinstance(node.test.value, bool):
             return (node.body if node.test.value else node.orelse) or []
         return node
+
+
+class _Fold(ConstantFolding):
+    def __init__(self, b: Version) -> None:
+        self.b = b
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        return ast.Constant(False) if _dead(node, self.b) else node
 
 
 def folded(func: ast.AST, b: str) -> ast.AST:

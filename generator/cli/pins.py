@@ -247,23 +247,16 @@ def _bump_plan(
         balance = not layout.is_tree or any(c.is_balance for c in layout.copies)
         outcomes = pipeline.build_verified(new).outcomes if reason is None and balance else ()
     except matrix_rows.PLANNED_ERRORS as error:
+        failure: PatchgenError | None = error
+    else:
+        # a tree bumping to the tag would meet exit 4 in a spec the tool ships: an issue first
+        failure = next((s.error for s in swept if s.error is not None), None)
+    if failure is not None:
         return plan.blocked(
             old.tag,
             new.tag,
             method_diff=method_diff,
-            error=error,
-            rows=rows,
-            impact=summary,
-            impact_markdown=section,
-            **explained,
-        )
-    failed = [s.error for s in swept if s.error is not None]
-    if failed:  # a tree bumping to the tag would meet exit 4 in a spec the tool ships: an issue first
-        return plan.blocked(
-            old.tag,
-            new.tag,
-            method_diff=method_diff,
-            error=failed[0],
+            error=failure,
             rows=rows,
             impact=summary,
             impact_markdown=section,

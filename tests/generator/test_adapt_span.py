@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from balance_dev.adapt_history.gates import ConstantFolding
 from generator.cli import main
 from tests.generator.adapt_trees import COPIES, USE, publish_releases, snapshot, write_files, write_plugin
 
@@ -54,45 +55,13 @@ def fold(text: str, version: str) -> ast.Module:
     ``X == version``, and every ``if``, conditional expression, ``not``, ``and``, ``or`` that decides folded;
     the helper's own import dropped (it decides nothing once folded)."""
 
-    class Fold(ast.NodeTransformer):
+    class Fold(ConstantFolding):
         def visit_Call(self, node: ast.Call) -> ast.AST:
             self.generic_visit(node)
             if isinstance(node.func, ast.Name) and node.func.id == "vllm_version_is":
                 (arg,) = node.args
                 assert isinstance(arg, ast.Constant)
                 return ast.Constant(arg.value == version)
-            return node
-
-        def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
-            self.generic_visit(node)
-            if isinstance(node.op, ast.Not) and isinstance(node.operand, ast.Constant):
-                return ast.Constant(not node.operand.value)
-            return node
-
-        def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
-            self.generic_visit(node)
-            stop = isinstance(node.op, ast.Or)
-            values = []
-            for value in node.values:
-                if isinstance(value, ast.Constant) and isinstance(value.value, bool):
-                    if value.value is stop:
-                        return ast.Constant(stop)
-                    continue
-                values.append(value)
-            if not values:
-                return ast.Constant(not stop)
-            return values[0] if len(values) == 1 else ast.BoolOp(node.op, values)
-
-        def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
-            self.generic_visit(node)
-            if isinstance(node.test, ast.Constant):
-                return node.body if node.test.value else node.orelse
-            return node
-
-        def visit_If(self, node: ast.If) -> ast.AST | list[ast.stmt]:
-            self.generic_visit(node)
-            if isinstance(node.test, ast.Constant):
-                return (node.body if node.test.value else node.orelse) or []
             return node
 
         def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST | None:
